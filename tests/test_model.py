@@ -1,0 +1,146 @@
+"""The model, its loader and its generation: shapes, size, determinism, safe loading."""
+
+import json
+import math
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from standarderror.llm import tiny
+
+
+@pytest.fixture(scope="module")
+def m():
+    return tiny.load()
+
+
+def expected_parameters(vocab, width=128, block=64, layers=4):
+    # per block: two LayerNorms (2 x 2w), qkv (w x 3w + 3w), proj (w x w + w),
+    # MLP (w x 4w + 4w, 4w x w + w); plus token and position embeddings and the final LayerNorm.
+    per_block = 4 * width + (3 * width * width + 3 * width) + (width * width + width) \
+        + (4 * width * width + 4 * width) + (4 * width * width + width)
+    return layers * per_block + vocab * width + block * width + 2 * width
+
+
+def test_parameter_count_matches_the_architecture(m):
+    assert m["parameters"] == expected_parameters(m["vocab"])
+    assert m["parameters"] == m["card"]["parameters"]
+    assert 0.75e6 < m["parameters"] < 0.85e6
+
+
+def test_vocabulary_is_the_corpus_characters(m):
+    assert m["chars"] == tiny.vocabulary()
+    assert m["vocab"] == len(m["chars"]) == len(m["stoi"])
+
+
+def test_forward_shapes_and_determinism(m):
+    x, _ = next(tiny.batches("test", count=1, size=4, seed=3, stoi=m["stoi"]))
+    a = tiny.log_probabilities(m["model"], x)
+    b = tiny.log_probabilities(m["model"], x)
+    assert a.shape == (4, 64, m["vocab"]) and a.dtype == np.float64
+    assert np.array_equal(a, b)
+    assert np.allclose(np.exp(a).sum(-1), 1.0, atol=1e-12)
+
+
+def test_held_out_loss_is_well_below_uniform(m):
+    card = m["card"]
+    assert card["uniform_loss"] == pytest.approx(math.log(m["vocab"]))
+    assert card["val_loss"] < 0.45 * card["uniform_loss"]
+
+
+def test_batches_are_disjoint_windows_of_held_out_text(m):
+    xs = [x for x, _ in tiny.batches("test", count=3, size=8, seed=1, stoi=m["stoi"])]
+    rows = torch.cat(xs).numpy()
+    assert rows.shape == (24, 64)
+    text = tiny.encode(tiny.split("test"), m["stoi"])
+    starts = []
+    for r in rows:
+        hits = np.flatnonzero(np.all(np.lib.stride_tricks.sliding_window_view(text, 64) == r, axis=1))
+        starts.append(hits[0])
+    starts = np.sort(starts)
+    assert np.all(np.diff(starts) >= 65)
+    again = torch.cat([x for x, _ in tiny.batches("test", count=3, size=8, seed=1, stoi=m["stoi"])])
+    assert torch.equal(again, torch.cat(xs))
+
+
+def test_batches_reject_bad_arguments():
+    with pytest.raises(ValueError, match="count"):
+        next(tiny.batches("test", count=0))
+    with pytest.raises(ValueError, match="exceed"):
+        next(tiny.batches("test", count=10_000, size=100))
+
+
+def test_cached_generation_equals_full_recomputation(m):
+    model = m["model"]
+    ctx = torch.from_numpy(tiny.encode("HAMLET:\nTo be, or not to be", m["stoi"]))[None].repeat(2, 1)
+    out = tiny.generate(model, ctx, steps=20, temperature=0)
+    seq = ctx.clone()
+    with torch.no_grad():
+        for _ in range(20):
+            nxt = model(seq)[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+    assert torch.equal(out, seq[:, ctx.shape[1]:])
+
+
+def test_sampling_is_seeded(m):
+    ctx = torch.from_numpy(tiny.encode("KING:\n", m["stoi"]))[None]
+    a = tiny.generate(m["model"], ctx, 30, temperature=1.0, generator=torch.Generator().manual_seed(5))
+    b = tiny.generate(m["model"], ctx, 30, temperature=1.0, generator=torch.Generator().manual_seed(5))
+    assert torch.equal(a, b)
+
+
+def test_every_checkpoint_loads_and_steps_are_listed():
+    steps = [c["step"] for c in tiny.card()["checkpoints"]]
+    assert 6 <= len(steps) <= 8 and steps == sorted(steps)
+    assert tiny.load(steps[0])["step"] == steps[0]
+    with pytest.raises(ValueError, match="step must be one of"):
+        tiny.load(steps[0] + 1)
+
+
+def _copy(tmp_path):
+    dst = tmp_path / "ckpt"
+    shutil.copytree(tiny.CHECKPOINT_DIR, dst)
+    return dst
+
+
+def test_corrupted_checkpoint_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    f = d / card["checkpoints"][-1]["file"]
+    data = bytearray(f.read_bytes())
+    data[-10] ^= 0xFF
+    f.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="SHA-256"):
+        tiny.load(directory=d)
+
+
+def test_missing_checkpoint_names_the_file_and_the_fix(tmp_path):
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    (d / card["checkpoints"][-1]["file"]).unlink()
+    with pytest.raises(FileNotFoundError, match="train_tiny.py"):
+        tiny.load(directory=d)
+    (d / "card.json").unlink()
+    with pytest.raises(FileNotFoundError, match="card"):
+        tiny.load(directory=d)
+
+
+class _Boom:
+    def __reduce__(self):
+        return (exec, ("raise SystemExit('unpickled!')",))
+
+
+def test_a_pickle_is_never_unpickled(tmp_path):
+    """Even with a matching hash in the card, a pickle file is not executed: safetensors only."""
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    f = d / card["checkpoints"][-1]["file"]
+    f.write_bytes(pickle.dumps({"tok.weight": _Boom()}))
+    card["checkpoints"][-1]["sha256"] = tiny._sha256(f)
+    (d / "card.json").write_text(json.dumps(card))
+    with pytest.raises(Exception) as info:
+        tiny.load(directory=d)
+    assert not isinstance(info.value, SystemExit)
