@@ -57,6 +57,10 @@ def test_pin_refuses_bad_names():
 
 
 PAGE = """---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
 kernelspec:
   display_name: Python 3
   language: python
