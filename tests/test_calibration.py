@@ -1,0 +1,481 @@
+"""Tests for standarderror.uncertainty.calibration (Episode 3).
+
+Metrics are checked against established libraries (sklearn, scipy) or against plain loop
+implementations written here; invariances are checked exactly (==). Tests that load the
+model are marked slow and skipped until the checkpoint card exists.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+from sklearn.metrics import brier_score_loss, log_loss
+
+from standarderror.uncertainty import calibration as cb
+
+CARD = Path(cb.__file__).parents[1] / "llm" / "checkpoints" / "card.json"
+needs_model = pytest.mark.skipif(not CARD.exists(), reason="checkpoint card.json not trained yet")
+
+
+def synthetic(n_seq=48, length=16, classes=12, seed=0, sharp=1.0):
+    """Logits of varied shapes and sharpness, labels drawn from the softmax of logits/sharp."""
+    rng = np.random.default_rng(seed)
+    n = n_seq * length
+    z = rng.normal(size=(n, classes)) * rng.gamma(2.0, 1.0, size=(n, 1))
+    z[rng.random(n) < 0.3, :3] += 2.0  # some rows with a few strong rivals
+    q = np.exp(cb.scale(z / sharp, 1.0))
+    y = (q.cumsum(axis=1) > rng.random((n, 1))).argmax(axis=1)
+    logp = cb.scale(z, 1.0)
+    return {"p": np.exp(logp), "logp": logp, "y": y, "sequence": np.repeat(np.arange(n_seq), length),
+            "z": z}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return synthetic()
+
+
+# ------------------------------------------------------------------ scaling and exactness
+
+def test_scale_matches_scipy_log_softmax(data):
+    for t in (0.2, 0.7, 1.0, 3.0):
+        ours = cb.scale(data["z"], t)
+        ref = special.log_softmax(data["z"] / t, axis=1)
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(np.exp(ours).sum(axis=1), 1.0, atol=1e-12)
+
+
+def test_scale_keeps_top_log_probability_accurate_when_rivals_are_tiny():
+    z = np.array([[0.0, -40.0, -41.0]])
+    # log p_top = -log(1 + e^-40/T + ...) ~ -(e^-200 + e^-205) at T = 0.2: not rounded to 0
+    top = cb.scale(z, 0.2)[0, 0]
+    assert top < 0
+    assert top == pytest.approx(-(np.exp(-200.0) + np.exp(-205.0)), rel=1e-12)
+
+
+def test_accuracy_is_identical_at_extreme_temperatures(data):
+    logp, y = data["logp"], data["y"]
+    base = (cb.scale(logp, 1.0).argmax(axis=1) == y).mean()
+    for t in (0.2, 3.0):
+        assert (cb.scale(logp, t).argmax(axis=1) == y).mean() == base
+    assert cb.temperature_table((0.2, 1.0, 3.0), data=data)["accuracy_identical"] is True
+
+
+def test_margin_aurc_is_identical_on_the_whole_grid(data):
+    best = cb.best_temperature(data["p"], data["y"], "margin")
+    values = list(best["curve"].values())
+    assert list(best["curve"]) == [round(0.1 * k, 1) for k in range(2, 31)]
+    assert len(values) == 29 and min(best["curve"]) == 0.2
+    assert all(v == values[0] for v in values)
+    assert best["temperature"] is None
+
+
+def test_margin_is_invariant_with_zero_probabilities():
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(400, 6)) * 3
+    z[rng.random((400, 6)) < 0.2] = -np.inf
+    z[:, 0] = np.maximum(z[:, 0], 0.0)  # at least one finite entry per row
+    p = np.exp(cb.scale(z, 1.0))
+    y = rng.integers(0, 6, 400)
+    curve = cb.best_temperature(p, y, "margin", temperatures=(0.2, 1.0, 3.0))["curve"]
+    assert len(set(curve.values())) == 1
+
+
+def test_margin_stays_exact_when_a_float32_model_makes_equal_gaps():
+    """Many rows share their top two logits (as float32 logit gaps often coincide) and differ
+    elsewhere. Through normalised float64 log-probabilities their margins differ by rounding
+    noise, and the naive route (gap of the scaled log-probabilities) reorders them with T.
+    confidence_scores(logp, T) keeps equal gaps equal and distinct gaps ordered."""
+    rng = np.random.default_rng(12)
+    n, classes = 4000, 20
+    z = rng.normal(size=(n, classes)).astype(np.float32)
+    tops = rng.normal(size=(25, 2)).astype(np.float32) + np.float32(3)
+    z[:, :2] = tops[rng.integers(0, 25, n)]
+    z[:, 1] = np.minimum(z[:, 1], z[:, 0] - np.float32(0.25))
+    logp = cb.scale(z.astype(np.float64), 1.0)
+    p = np.exp(logp)
+    y = rng.integers(0, 3, n)
+    ok = np.log(p).argmax(axis=1) == y
+    naive = {t: cb.aurc(cb.confidence_scores(cb.scale(np.log(p), t))["margin"], ok)
+             for t in cb.GRID}
+    assert len(set(naive.values())) > 1  # the failure this guards against does occur here
+    ours = cb.best_temperature(p, y, "margin")
+    assert len(set(ours["curve"].values())) == 1 and ours["temperature"] is None
+
+
+def test_max_probability_and_entropy_are_not_flat(data):
+    for score in ("max probability", "entropy"):
+        best = cb.best_temperature(data["p"], data["y"], score)
+        assert best["temperature"] in best["curve"]
+        assert best["aurc"] == min(best["curve"].values())
+        assert len(set(best["curve"].values())) > 1
+
+
+# ------------------------------------------------------------------ metrics vs libraries
+
+def test_nll_matches_sklearn_log_loss(data):
+    ours = cb.nll(data["p"], data["y"])
+    ref = log_loss(data["y"], data["p"], labels=np.arange(data["p"].shape[1]))
+    assert ours == pytest.approx(ref, rel=1e-12)
+
+
+def test_nll_has_no_floor():
+    p = np.array([[1.0, 0.0], [0.5, 0.5]])
+    assert cb.nll(p, [1, 0]) == np.inf
+
+
+def test_brier_matches_sklearn(data):
+    ours = cb.brier(data["p"], data["y"])
+    ref = brier_score_loss(data["y"], data["p"], labels=np.arange(data["p"].shape[1]))
+    assert ours == pytest.approx(ref, rel=1e-12)
+
+
+def _ece_loop(conf, correct, bins):
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    total = 0.0
+    for b in range(bins):
+        lo, hi = edges[b], edges[b + 1]
+        members = [i for i in range(len(conf)) if (lo < conf[i] <= hi) or (b == 0 and conf[i] == 0)]
+        if members:
+            acc = sum(correct[i] for i in members) / len(members)
+            mean = sum(conf[i] for i in members) / len(members)
+            total += len(members) / len(conf) * abs(acc - mean)
+    return total
+
+
+def _ece_equal_mass_loop(conf, correct, bins):
+    order = sorted(range(len(conf)), key=lambda i: conf[i])  # stable
+    n, total, start = len(conf), 0.0, 0
+    for b in range(bins):
+        size = n // bins + (1 if b < n % bins else 0)
+        members = order[start:start + size]
+        start += size
+        if members:
+            acc = sum(correct[i] for i in members) / size
+            mean = sum(conf[i] for i in members) / size
+            total += size / n * abs(acc - mean)
+    return total
+
+
+@pytest.mark.parametrize("bins", [1, 10, 15])
+def test_ece_matches_loop(data, bins):
+    conf = np.exp(data["logp"].max(axis=1))
+    ok = data["logp"].argmax(axis=1) == data["y"]
+    assert cb.ece(conf, ok, bins=bins) == pytest.approx(_ece_loop(conf, ok, bins), abs=1e-12)
+    assert cb.ece(conf, ok, bins=bins, adaptive=True) == pytest.approx(
+        _ece_equal_mass_loop(conf, ok, bins), abs=1e-12)
+
+
+def test_ece_bin_edges_are_right_closed():
+    # 0.2 is an edge of 5 bins: it belongs to the first bin, (0.0, 0.2]
+    conf = np.array([0.2, 0.3, 0.0])
+    ok = np.array([1, 0, 0])
+    # first bin {0.2, 0.0}: |0.5 - 0.1| x 2/3; second {0.3}: |0 - 0.3| x 1/3
+    assert cb.ece(conf, ok, bins=5) == pytest.approx(11 / 30, abs=1e-15)
+    assert _ece_loop(conf, ok, 5) == pytest.approx(11 / 30, abs=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 1), st.booleans()), min_size=1, max_size=60),
+       st.integers(1, 20), st.booleans())
+def test_ece_properties(rows, bins, adaptive):
+    conf = np.array([r[0] for r in rows])
+    ok = np.array([r[1] for r in rows])
+    value = cb.ece(conf, ok, bins=bins, adaptive=adaptive)
+    assert 0 <= value <= 1
+    if bins == 1:
+        assert value == pytest.approx(abs(conf.mean() - ok.mean()), abs=1e-12)
+    loop = (_ece_equal_mass_loop if adaptive else _ece_loop)(conf, ok, bins)
+    assert value == pytest.approx(loop, abs=1e-12)
+
+
+# ------------------------------------------------------------------ AURC and risk-coverage
+
+def _aurc_loop(score, correct):
+    """Plain risk-coverage curve: keep rows most confident first, average the error rate."""
+    order = sorted(range(len(score)), key=lambda i: -score[i])
+    errors, total = 0, 0.0
+    for k, i in enumerate(order, start=1):
+        errors += not correct[i]
+        total += errors / k
+    return total / len(score)
+
+
+def test_aurc_matches_loop_without_ties(data):
+    ok = data["logp"].argmax(axis=1) == data["y"]
+    for name, s in cb.confidence_scores(data["logp"]).items():
+        assert cb.aurc(s, ok) == pytest.approx(_aurc_loop(s, ok), rel=1e-12), name
+
+
+def test_aurc_ties_are_the_average_over_random_tie_breaking():
+    score = np.array([0.9, 0.5, 0.5, 0.5, 0.2, 0.2, 0.1])
+    ok = np.array([1, 0, 1, 1, 0, 1, 0], dtype=bool)
+    runs = []
+    for perm in itertools.permutations(range(7)):
+        if all(score[perm[i]] >= score[perm[i + 1]] for i in range(6)):
+            errors, total = 0, 0.0
+            for k, i in enumerate(perm, start=1):
+                errors += not ok[i]
+                total += errors / k
+            runs.append(total / 7)
+    assert len(runs) == 3 * 2 * 1 * 2  # 3! orders of the 0.5s times 2! of the 0.2s
+    assert cb.aurc(score, ok) == pytest.approx(np.mean(runs), rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4), st.booleans()), min_size=1, max_size=40),
+       st.randoms(use_true_random=False))
+def test_aurc_does_not_depend_on_row_order(rows, rnd):
+    score = np.array([r[0] for r in rows], dtype=float)
+    ok = np.array([r[1] for r in rows])
+    perm = list(range(len(rows)))
+    rnd.shuffle(perm)
+    assert cb.aurc(score[perm], ok[perm]) == cb.aurc(score, ok)
+    oracle = cb.aurc(ok.astype(float), ok)
+    assert oracle <= cb.aurc(score, ok) + 1e-15
+    c, n = int(ok.sum()), len(rows)
+    assert oracle == pytest.approx(sum((k - c) / k for k in range(c + 1, n + 1)) / n, abs=1e-12)
+
+
+def test_risk_coverage_ends_at_the_error_rate(data):
+    ok = data["logp"].argmax(axis=1) == data["y"]
+    rc = cb.risk_coverage(cb.confidence_scores(data["logp"])["entropy"], ok)
+    assert rc["coverage"][-1] == 1.0
+    assert rc["risk"][-1] == pytest.approx(1 - ok.mean(), abs=1e-12)
+
+
+# ------------------------------------------------------------------ the bootstrap engine
+
+def test_bootstrap_weights_equal_a_replicated_dataset(data):
+    ok = data["logp"].argmax(axis=1) == data["y"]
+    seq_idx, n_seq = cb._sequence_index(data["sequence"], ok.size)
+    counts = cb._draw_counts(n_seq, 6, seed=4)
+    counts[0] = 1  # the identity draw
+    boot = cb._Bootstrap(counts, seq_idx)
+    scores = cb.confidence_scores(data["logp"])
+    # an integer-valued score has ties; a continuous one has none
+    for s in (scores["entropy"], np.round(scores["margin"] * 2)):
+        fast = boot.aurc(s, ok, chunk=4)
+        assert fast[0] == pytest.approx(cb.aurc(s, ok), rel=1e-11)
+        for d in range(counts.shape[0]):
+            rows = np.repeat(np.arange(ok.size), counts[d][seq_idx])
+            assert fast[d] == pytest.approx(cb.aurc(s[rows], ok[rows]), rel=1e-11)
+
+
+def test_abstention_intervals_match_a_loop_over_draws():
+    d = synthetic(n_seq=20, length=16, seed=5)
+    ts = (0.5, 1.0, 2.0)
+    ab = cb.abstention(d["p"], d["y"], d["sequence"], temperatures=ts, draws=25, seed=9)
+    logp = np.log(d["p"])
+    ok = logp.argmax(axis=1) == d["y"]
+    counts = cb._draw_counts(20, 25, 9)
+    for name in cb.SCORES:
+        ref = cb.confidence_scores(logp)[name]
+        for t in ts:
+            s = cb.confidence_scores(logp, t)[name]
+            diffs = []
+            for c in counts:
+                rows = np.repeat(np.arange(ok.size), c[d["sequence"]])
+                diffs.append(cb.aurc(s[rows], ok[rows]) - cb.aurc(ref[rows], ok[rows]))
+            low, high = np.percentile(diffs, [2.5, 97.5])
+            r = ab["table"][(name, t)]
+            assert r["aurc"] == pytest.approx(cb.aurc(s, ok), rel=1e-12)
+            assert r["low"] == pytest.approx(low, abs=1e-12)
+            assert r["high"] == pytest.approx(high, abs=1e-12)
+            keep = round(0.2 * ok.size)
+            top = np.argsort(-s, kind="stable")[:keep]
+            assert r["top_fifth"] == pytest.approx(ok[top].mean(), abs=1e-12)  # no ties here
+    assert ab["table"][("entropy", 1.0)]["difference"] == 0.0
+    assert all(ab["table"][("margin", t)]["difference"] == 0.0 for t in ts)
+    assert all(ab["table"][("margin", t)]["low"] == 0.0 for t in ts)
+    assert ab["oracle"] == cb.aurc(ok.astype(float), ok)
+
+
+def test_abstention_resamples_sequences_not_rows(data):
+    """If every row were its own sequence the interval would be narrower: a sanity check that
+    the sequence labels are used at all (rows in a window are made to share correctness)."""
+    d = synthetic(n_seq=40, length=16, seed=6)
+    # make correctness clustered by sequence: copy each window's first row into the window
+    first = d["logp"][::16]
+    logp = np.repeat(first, 16, axis=0) + np.random.default_rng(0).normal(0, 0.05, (640, 12))
+    p = np.exp(cb.scale(logp, 1.0))
+    y = np.repeat(d["y"][::16], 16)
+    grouped = cb.abstention(p, y, d["sequence"], temperatures=(3.0,), draws=200)
+    single = cb.abstention(p, y, np.arange(640), temperatures=(3.0,), draws=200)
+    g = grouped["table"][("entropy", 3.0)]
+    s = single["table"][("entropy", 3.0)]
+    assert g["high"] - g["low"] > 1.5 * (s["high"] - s["low"])
+
+
+# ------------------------------------------------------------------ Kendall and reordering
+
+@pytest.mark.parametrize("ties", [False, True])
+def test_kendall_matches_scipy(ties):
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=3000)
+    y = x + rng.normal(size=3000)
+    if ties:
+        x, y = np.round(x * 3), np.round(y * 2)
+    ours = cb.kendall_tau(x, y)
+    assert ours["tau"] == pytest.approx(stats.kendalltau(x, y).statistic, rel=1e-12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 5)), min_size=2, max_size=30))
+def test_kendall_counts_match_brute_force(rows):
+    x = np.array([r[0] for r in rows], dtype=float)
+    y = np.array([r[1] for r in rows], dtype=float)
+    n = len(rows)
+    dis = sum((x[i] - x[j]) * (y[i] - y[j]) < 0 for i in range(n) for j in range(i + 1, n))
+    con = sum((x[i] - x[j]) * (y[i] - y[j]) > 0 for i in range(n) for j in range(i + 1, n))
+    if len(set(x)) == 1 or len(set(y)) == 1:
+        with pytest.raises(ValueError, match="constant"):
+            cb.kendall_tau(x, y)
+        return
+    ours = cb.kendall_tau(x, y)
+    assert (ours["discordant"], ours["concordant"]) == (dis, con)
+    assert ours["tau"] == pytest.approx(stats.kendalltau(x, y).statistic, rel=1e-12, abs=1e-14)
+
+
+def test_reordering_on_synthetic_predictions(data):
+    table = cb.temperature_table((0.5, 1.0, 2.0, 3.0), data=data)
+    rows = {r["temperature"]: r for r in cb.reordering(table)}
+    assert rows[1.0]["tau"] == 1.0 and rows[1.0]["pairs_reordered"] == 0.0
+    assert rows[1.0]["top_overlap"] == 1.0
+    assert rows[3.0]["tau"] < rows[2.0]["tau"] < 1.0  # varied shapes do reorder
+    conf = {t: np.exp(cb.scale(data["logp"], t).max(axis=1)) for t in (1.0, 3.0)}
+    assert rows[3.0]["tau"] == pytest.approx(stats.kendalltau(conf[1.0], conf[3.0]).statistic,
+                                             abs=1e-9)
+    k = round(0.01 * len(data["y"]))
+    top1 = set(np.argsort(-conf[1.0])[:k])
+    top3 = set(np.argsort(-conf[3.0])[:k])
+    assert rows[3.0]["top_overlap"] == pytest.approx(len(top1 & top3) / k)
+
+
+def test_temperature_table_rows(data):
+    table = cb.temperature_table(data=data)
+    assert [r["temperature"] for r in table["rows"]] == list(cb.TEMPERATURES)
+    for r in table["rows"]:
+        lt = cb.scale(data["logp"], r["temperature"])
+        p = np.exp(lt)
+        assert r["nll"] == pytest.approx(log_loss(data["y"], p, labels=np.arange(12)), rel=1e-10)
+        ok = lt.argmax(axis=1) == data["y"]
+        assert r["ece"] == pytest.approx(_ece_loop(p.max(axis=1), ok, 15), abs=1e-12)
+        assert r["confidence"] == pytest.approx(p.max(axis=1).mean(), rel=1e-12)
+
+
+# ------------------------------------------------------------------ swap pair and control
+
+def test_swap_pair():
+    pair = cb.swap_pair()
+    c = pair["confidence"]
+    assert c[0.5][1] > c[0.5][0] and c[1.0][1] > c[1.0][0]  # crowd more confident cold
+    assert c[2.0][0] > c[2.0][1] and c[3.0][0] > c[3.0][1]  # one rival more confident hot
+    assert all(a == (0, 0) for a in pair["argmax"].values())
+    assert 1.0 < pair["crossing"] < 2.0
+    one, crowd = pair["logits"]
+    assert np.sum(one[1:] > one[0] - 1) == 1  # one close rival
+    assert np.all(crowd[1:] == crowd[1]) and crowd[0] - crowd[1] > 2  # four distant rivals
+    for t, (a, b) in c.items():
+        assert a == pytest.approx(1 / np.exp((one - one[0]) / t).sum(), rel=1e-12)
+        assert b == pytest.approx(1 / np.exp((crowd - crowd[0]) / t).sum(), rel=1e-12)
+
+
+def test_shared_shape_control_cannot_reorder(data):
+    control = cb.shared_shape(data["logp"])
+    np.testing.assert_array_equal(control.argmax(axis=1), data["logp"].argmax(axis=1))
+    np.testing.assert_allclose(control.max(axis=1), data["logp"].max(axis=1), rtol=1e-10)
+    table = cb.temperature_table((0.2, 0.5, 1.0, 2.0, 3.0), data={"logp": control, "y": data["y"]})
+    for r in cb.reordering(table):
+        assert r["tau"] == 1.0 and r["pairs_reordered"] == 0.0 and r["top_overlap"] == 1.0
+    p = np.exp(control)
+    for score in cb.SCORES:
+        curve = cb.best_temperature(p, data["y"], score, temperatures=(0.2, 1.0, 3.0))["curve"]
+        assert len(set(curve.values())) == 1, score
+
+
+# ------------------------------------------------------------------ fitted temperature
+
+def test_fitted_temperature_recovers_a_known_overconfidence():
+    # labels drawn from softmax(z / 2), the model reports softmax(z): the right T is 2
+    d = synthetic(n_seq=200, length=16, seed=11, sharp=2.0)
+    fit = cb.fitted_temperature(d["p"], d["y"], d["sequence"], halves=6, seed=1)
+    assert fit["low"] <= fit["mean"] <= fit["high"] and len(fit["values"]) == 6
+    assert fit["all"] == pytest.approx(2.0, abs=0.15)
+    # the fit is the NLL minimiser
+    logp = np.log(d["p"])
+    best = min(np.linspace(1.5, 2.5, 201), key=lambda t: cb.nll(np.exp(cb.scale(logp, t)), d["y"]))
+    assert fit["all"] == pytest.approx(best, abs=0.006)
+
+
+# ------------------------------------------------------------------ bad input
+
+def test_bad_input_names_the_argument(data):
+    p, y, seq = data["p"], data["y"], data["sequence"]
+    bad = p.copy()
+    bad[0, 0] += 0.1
+    with pytest.raises(ValueError, match="p must sum to one|rows of p"):
+        cb.abstention(bad, y, seq, draws=2)
+    nan = p.copy()
+    nan[3, 1] = np.nan
+    with pytest.raises(ValueError, match="p contains NaN"):
+        cb.nll(nan, y)
+    for t in (0.0, -1.0, np.nan):
+        with pytest.raises(ValueError, match="temperature"):
+            cb.scale(data["logp"], t)
+    with pytest.raises(ValueError, match="temperatures"):
+        cb.abstention(p, y, seq, temperatures=(1.0, 0.0), draws=2)
+    with pytest.raises(ValueError, match=r"y must lie in \[0, 12\)"):
+        cb.nll(p, np.where(y == 0, 12, y))
+    with pytest.raises(ValueError, match="y has"):
+        cb.brier(p, y[:-1])
+    with pytest.raises(ValueError, match="sequence has"):
+        cb.abstention(p, y, seq[:-1], draws=2)
+    with pytest.raises(ValueError, match="sequence holds 1 distinct"):
+        cb.abstention(p, y, np.zeros_like(seq), draws=2)
+    with pytest.raises(ValueError, match="sequence holds 1 distinct"):
+        cb.fitted_temperature(p, y, np.zeros_like(seq), halves=2)
+    with pytest.raises(ValueError, match="mismatched lengths"):
+        cb.ece(p.max(axis=1), (p.argmax(axis=1) == y)[:-1])
+    with pytest.raises(ValueError, match="confidence must lie in"):
+        cb.ece(p.max(axis=1) + 1, p.argmax(axis=1) == y)
+    with pytest.raises(ValueError, match="score contains NaN"):
+        cb.aurc(np.array([0.1, np.nan]), np.array([True, False]))
+    with pytest.raises(ValueError, match="logp"):
+        cb.confidence_scores(data["z"])  # logits, not log-probabilities
+    with pytest.raises(ValueError, match="score must be one of"):
+        cb.best_temperature(p, y, "variance")
+    with pytest.raises(ValueError, match="draws"):
+        cb.abstention(p, y, seq, draws=0)
+
+
+# ------------------------------------------------------------------ the committed model
+
+@pytest.fixture(scope="module")
+def real():
+    from standarderror.uncertainty import coverage
+    return coverage.predictions(count=24, size=16, seed=1)
+
+
+@needs_model
+@pytest.mark.slow
+def test_real_accuracy_identical_to_the_bit(real):
+    logp = np.log(real["p"])
+    base = (logp.argmax(axis=1) == real["y"]).mean()
+    for t in (0.2, 3.0):
+        assert (cb.scale(logp, t).argmax(axis=1) == real["y"]).mean() == base
+    assert cb.temperature_table()["accuracy_identical"] is True
+
+
+@needs_model
+@pytest.mark.slow
+def test_real_margin_aurc_identical_on_the_grid(real):
+    best = cb.best_temperature(real["p"], real["y"], "margin")
+    assert len(set(best["curve"].values())) == 1 and 0.2 in best["curve"]
+    assert best["temperature"] is None
