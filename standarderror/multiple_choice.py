@@ -1,0 +1,338 @@
+"""A six-option next-word task built from held-out text, scored by the model's checkpoints.
+
+This is the book's stand-in for the benchmarks of Ye et al. (2024): a family of models (the
+committed transformer's eight training checkpoints) answering the same multiple-choice
+questions, so that set-size rankings can be measured on models we hold.
+
+The task (:func:`questions`)
+    Each question is a 48-character window of a held-out play (the ``"test"`` split) that
+    ends just before a word, and six options: the word that actually comes next and five
+    distractors. The true word is one of the frequent training words described next (rare
+    true words against frequent distractors made the task close to impossible for our
+    model: the prior on frequent words wins). Distractors are frequent words of the training split (the ``pool`` most
+    frequent lower-case words of at least three letters, speaker names excluded) **of the
+    same length** as the true word, drawn uniformly without replacement and capitalised
+    like it. Option positions are shuffled with the seed.
+
+    Equal lengths do three jobs: no option is a prefix of another, the options cost the same
+    number of predictions, and the sum of log-probabilities (below) needs no length
+    normalisation. Frequent distractors are plausible on their own, so the task cannot be
+    solved by ignoring the context; the true word is whatever the play says next, which the
+    distractors do not fit, so it can be solved by reading it.
+
+The score (:func:`option_logits`)
+    The option's score is the sum of the log-probabilities of its characters given the
+    context, :math:`z_o = \\sum_{j} \\log p(o_j \\mid \\text{context}, o_{<j})`, the
+    log-probability of the whole option string. Softmax over the six scores gives the model's
+    probability of each option given that the answer is one of them. We do not divide by the
+    length: within a question all options have the same length, so dividing would only apply
+    a per-question temperature equal to the word length, not remove a bias.
+
+Everything is computed fresh (nothing is cached on disk). The context is run once per
+question with a key/value cache and the six continuations are scored one character at a
+time from that cache.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+
+import numpy as np
+import torch
+
+from standarderror.llm import tiny
+from standarderror.uncertainty import coverage as cv
+
+CONTEXT = 48
+OPTIONS = 6
+LENGTHS = (3, 8)
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+@functools.lru_cache(maxsize=None)
+def _text(name: str) -> str:
+    """A split's text, parsed once per process (held in memory only)."""
+    return tiny.split(name)
+
+
+def _case_ok(word: str) -> bool:
+    """Lower-case or Capitalised (speaker names are in capitals and are excluded)."""
+    return word == word.lower() or word == word.capitalize()
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(pool: int, lengths: tuple[int, int]) -> tuple:
+    counts = Counter(w.lower() for w in _WORD.findall(_text("train"))
+                     if lengths[0] <= len(w) <= lengths[1] and _case_ok(w))
+    return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:pool])
+
+
+def distractor_pool(pool: int = 500, lengths: tuple[int, int] = LENGTHS) -> dict[int, list[str]]:
+    """The ``pool`` most frequent lower-cased training words with lengths in ``lengths``
+    (inclusive), grouped by length; ties in frequency are broken alphabetically."""
+    out: dict[int, list[str]] = {}
+    for w, _ in _pool(int(pool), tuple(lengths)):
+        out.setdefault(len(w), []).append(w)
+    return out
+
+
+def questions(count: int = 720, seed: int = 0, *, pool: int = 500,
+              lengths: tuple[int, int] = LENGTHS, context: int = CONTEXT) -> dict:
+    """Draw ``count`` six-option questions from the held-out ``"test"`` split.
+
+    A candidate is a word of ``lengths`` letters, lower-case or Capitalised, that is itself
+    in the distractor pool (so the true word and its distractors are all frequent words and
+    word frequency alone cannot tell them apart), preceded by a space or a newline and
+    followed by a character that is neither a letter nor an apostrophe nor a hyphen, with at
+    least ``context`` characters before it. Candidates are
+    drawn without replacement with ``seed``.
+
+    Returns
+    -------
+    dict
+        ``context`` (list of str), ``options`` (count x 6 array of str), ``y`` (index of the
+        true option), ``word`` (the true word), ``start`` (its offset in the split), ``seed``.
+    """
+    if not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    if context + lengths[1] > 64:
+        raise ValueError(f"context + longest option must fit the model's 64 characters, got "
+                         f"{context} + {lengths[1]}; shorten context or lengths")
+    text = _text("test")
+    by_length = distractor_pool(pool, lengths)
+    for n in range(lengths[0], lengths[1] + 1):
+        if len(by_length.get(n, [])) < OPTIONS:
+            raise ValueError(f"the pool has {len(by_length.get(n, []))} words of length {n}; "
+                             "raise pool or narrow lengths")
+    pattern = re.compile(r"(?<=[ \n])([A-Za-z]{%d,%d})(?=[^A-Za-z'\-])" % lengths)
+    frequent = {w for words in by_length.values() for w in words}
+    cands = [(m.start(), m.group(1)) for m in pattern.finditer(text)
+             if m.start() >= context and _case_ok(m.group(1)) and m.group(1).lower() in frequent]
+    if count > len(cands):
+        raise ValueError(f"count={count} exceeds the {len(cands)} candidate words")
+    rng = np.random.default_rng(seed)
+    pick = rng.choice(len(cands), size=count, replace=False)
+    contexts, options, ys, words, starts = [], [], [], [], []
+    for i in pick:
+        start, word = cands[i]
+        pool_n = [w for w in by_length[len(word)] if w != word.lower()]
+        chosen = [pool_n[j] for j in rng.choice(len(pool_n), OPTIONS - 1, replace=False)]
+        if word[0].isupper():
+            chosen = [w.capitalize() for w in chosen]
+        opts = [word] + chosen
+        order = rng.permutation(OPTIONS)
+        options.append([opts[j] for j in order])
+        ys.append(int(np.flatnonzero(order == 0)[0]))
+        contexts.append(text[start - context:start])
+        words.append(word)
+        starts.append(start)
+    return {"context": contexts, "options": np.array(options), "y": np.array(ys),
+            "word": words, "start": np.array(starts), "seed": seed}
+
+
+def _attend(block, x, prefix=None, mask=None):
+    """One block's self-attention sub-layer, computed as
+    :class:`~standarderror.llm.tiny.SelfAttention` computes it, for ``x`` (n, t, C).
+
+    Without ``prefix``: causal attention within ``x`` (the context pass); returns the output
+    and the keys and values. With ``prefix = (k, v)`` of shape (n, H, s, d): every position
+    of ``x`` attends to all ``s`` prefix positions and to the positions of ``x`` that
+    ``mask`` (t x t, True = allowed) permits. The six options of a question are laid end to
+    end in ``x`` and ``mask`` is block-diagonal and causal, so each option sees the context
+    and its own earlier characters only.
+    """
+    attn = block.attn
+    n, t, c = x.shape
+    h = attn.heads
+    d = c // h
+    q, k, v = attn.qkv(block.ln1(x)).split(c, dim=2)
+    q, k, v = (z.view(n, t, h, d).transpose(1, 2) for z in (q, k, v))   # (n, H, t, d)
+    if prefix is None:
+        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        kept = (k, v)
+    else:
+        kc, vc = prefix
+        scale = 1.0 / np.sqrt(d)
+        scores = torch.cat([q @ kc.transpose(-1, -2),
+                            (q @ k.transpose(-1, -2)).masked_fill(~mask, float("-inf"))], dim=-1)
+        w = torch.softmax(scores * scale, dim=-1)
+        s = kc.shape[2]
+        y = w[..., :s] @ vc + w[..., s:] @ v
+        kept = None
+    return attn.proj(y.transpose(1, 2).reshape(n, t, c)), kept
+
+
+@torch.no_grad()
+def option_logits(model: dict, qs: dict, *, chunk: int = 360) -> np.ndarray:
+    """Sum of the log-probabilities of each option's characters given its context.
+
+    ``model`` is :func:`standarderror.llm.tiny.load`'s dict. Questions are grouped by option
+    length. The context of each question is run once (causal attention); the six options
+    then run together, each attending to the shared context keys and values and causally to
+    its own characters. This is the computation of running each context + option string
+    through the model (a test checks it against
+    :func:`standarderror.llm.tiny.log_probabilities`), with the context's work done once
+    instead of six times. Returns a float64 array (questions x 6).
+    """
+    net, stoi = model["model"], model["stoi"]
+    ctx = np.stack([tiny.encode(c, stoi) for c in qs["context"]])
+    opts = qs["options"]
+    n, k = opts.shape
+    lens = np.vectorize(len)(opts)
+    if np.any(lens != lens[:, :1]):
+        raise ValueError("the options of a question must have equal lengths (see questions())")
+    s = ctx.shape[1]
+    if s + lens.max() > net.cfg.block:
+        raise ValueError(f"context ({s}) + option ({lens.max()}) exceeds the model's "
+                         f"{net.cfg.block} characters")
+    out = np.empty((n, k))
+    for width in np.unique(lens[:, 0]):
+        group = np.flatnonzero(lens[:, 0] == width)
+        ids = np.stack([tiny.encode("".join(opts[i]), stoi) for i in group]).reshape(-1, k, width)
+        pos_o = torch.arange(s, s + width).repeat(k)                     # positions, per option
+        same = torch.arange(k).repeat_interleave(width)
+        mask = (same[:, None] == same[None, :]) & (pos_o[None, :] <= pos_o[:, None])
+        for lo in range(0, len(group), chunk):
+            rows = group[lo:lo + chunk]
+            m = len(rows)
+            o_ids = torch.from_numpy(ids[lo:lo + chunk])                   # (m, 6, w)
+            x = net.tok(torch.from_numpy(ctx[rows])) + net.pos(torch.arange(s))
+            xo = net.tok(o_ids.reshape(m, k * width)) + net.pos(pos_o)
+            for block in net.blocks:
+                a, kv = _attend(block, x)
+                x = x + a
+                x = x + block.mlp(block.ln2(x))
+                a, _ = _attend(block, xo, prefix=kv, mask=mask)
+                xo = xo + a
+                xo = xo + block.mlp(block.ln2(xo))
+            first = torch.log_softmax((net.ln(x[:, -1]) @ net.tok.weight.T).double(), -1)
+            lp = first.gather(1, o_ids[:, :, 0])                           # (m, 6)
+            if width > 1:
+                h = net.ln(xo.view(m, k, width, -1)[:, :, :-1])
+                rest = torch.log_softmax((h @ net.tok.weight.T).double(), -1)
+                lp = lp + rest.gather(-1, o_ids[:, :, 1:].unsqueeze(-1)).squeeze(-1).sum(-1)
+            out[rows] = lp.numpy()
+    return out
+
+
+def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
+           threads: int | None = 1) -> dict:
+    """The checkpoints' option scores on one fixed set of questions.
+
+    Scoring runs with ``threads`` torch threads (restored afterwards; ``None`` leaves the
+    setting alone). One thread by default: the matrices are small, so a second thread buys
+    little, and a fixed count makes the float32 sums identical on every machine.
+
+    Returns
+    -------
+    dict
+        ``steps`` (training steps), ``logits`` (checkpoints x questions x 6, float64),
+        ``y``, ``calibration`` (boolean mask: a random half of the questions, fixed by
+        ``split_seed``), ``questions`` (see :func:`questions`), ``sha256`` per checkpoint.
+    """
+    qs = questions(count, seed)
+    steps = list(steps) if steps is not None else [c["step"] for c in tiny.card()["checkpoints"]]
+    logits, shas = [], []
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(int(threads))
+    try:
+        for s in steps:
+            m = tiny.load(s)
+            logits.append(option_logits(m, qs))
+            shas.append(m["sha256"])
+    finally:
+        torch.set_num_threads(before)
+    cal = np.zeros(count, dtype=bool)
+    cal[np.random.default_rng(split_seed).permutation(count)[: count // 2]] = True
+    return {"steps": steps, "logits": np.stack(logits), "y": qs["y"], "calibration": cal,
+            "questions": qs, "sha256": shas}
+
+
+def _size_table(logits, y, cal, temperature, alpha) -> dict:
+    """Per checkpoint: accuracy, coverage and mean size per score, at one temperature each."""
+    ts = np.broadcast_to(np.asarray(temperature, dtype=float), (logits.shape[0],))
+    rows = [cv.evaluate(cv.softmax_logits(z, t), y, cal, alpha=alpha) for z, t in zip(logits, ts)]
+    out = {"accuracy": np.array([r["accuracy"] for r in rows]), "temperature": np.array(ts)}
+    for s in cv.SCORES:
+        out[f"{s}_coverage"] = np.array([r[s]["coverage"] for r in rows])
+        out[f"{s}_size"] = np.array([r[s]["mean_size"] for r in rows])
+    out["average_size"] = (out["lac_size"] + out["aps_size"]) / 2
+    return out
+
+
+def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0)) -> dict:
+    """The review's measurements on the checkpoint family.
+
+    Returns
+    -------
+    dict
+        ``at``: ``{T: table}`` with, per checkpoint, ``accuracy``, ``lac_coverage``,
+        ``lac_size``, ``aps_coverage``, ``aps_size``, ``average_size`` (all checkpoints share
+        the temperature ``T``); ``fitted``: the same table with each checkpoint's
+        maximum-likelihood temperature (fitted on the calibration half; ``temperature``
+        holds them); ``tau_lac_aps``: :func:`~standarderror.uncertainty.coverage.kendall_tau`
+        of LAC and APS sizes at T = 1; ``inversions``: for ``lac``, ``aps``, ``average``, the
+        pairs of checkpoints in which the more accurate one has the larger mean size;
+        ``spearman``: Spearman's correlation of accuracy and size per score;
+        ``temperature``: tau and rank changes between T = 0.5 and T = 2, and between T = 1
+        and the fitted temperatures, per score.
+    """
+    z, y, cal = fam["logits"], fam["y"], fam["calibration"]
+    at = {t: _size_table(z, y, cal, t, alpha) for t in temperatures}
+    fitted_t = np.array([cv.fitted_temperature(zi[cal], y[cal]) for zi in z])
+    fit = _size_table(z, y, cal, fitted_t, alpha)
+    base = at[1.0]
+    keys = {"lac": "lac_size", "aps": "aps_size", "average": "average_size"}
+    out = {"at": at, "fitted": fit, "steps": list(fam["steps"]),
+           "tau_lac_aps": cv.kendall_tau(base["lac_size"], base["aps_size"]),
+           "inversions": {n: cv.inversions(base["accuracy"], base[k]) for n, k in keys.items()},
+           "spearman": {n: cv.spearman(base["accuracy"], base[k]) for n, k in keys.items()}}
+    temp = {}
+    lo, hi = min(temperatures), max(temperatures)
+    for n, k in keys.items():
+        temp[n] = {
+            "tau_extremes": cv.kendall_tau(at[lo][k], at[hi][k])["tau"],
+            "changed_extremes": int((cv.ranking(at[lo][k]) != cv.ranking(at[hi][k])).sum()),
+            "tau_fitted": cv.kendall_tau(base[k], fit[k])["tau"],
+            "changed_fitted": int((cv.ranking(base[k]) != cv.ranking(fit[k])).sum()),
+        }
+    out["temperature"] = temp
+    return out
+
+
+def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 0.1) -> dict:
+    """Control: how much do size rankings move when only the calibration/test split changes?
+
+    For each of ``splits`` random halvings (seeded), compute every checkpoint's LAC and APS
+    mean size. ``within`` holds Kendall's tau between the LAC and the APS ranking on the same
+    split (the score function changes, the data do not); ``across_lac`` and ``across_aps``
+    hold tau between consecutive splits under one score (the data change, the score does
+    not). If the scores' disagreement were only split noise, the two would look alike.
+
+    Returns
+    -------
+    dict
+        ``within``, ``across_lac``, ``across_aps`` (arrays of tau), ``discordant_within``
+        (discordant pairs per split), ``pairs``.
+    """
+    z, y = fam["logits"], fam["y"]
+    n = len(y)
+    rng = np.random.default_rng(seed)
+    sizes = {"lac": [], "aps": []}
+    within, disc = [], []
+    for _ in range(splits):
+        cal = np.zeros(n, dtype=bool)
+        cal[rng.permutation(n)[: n // 2]] = True
+        t = _size_table(z, y, cal, 1.0, alpha)
+        for s in sizes:
+            sizes[s].append(t[f"{s}_size"])
+        k = cv.kendall_tau(t["lac_size"], t["aps_size"])
+        within.append(k["tau"])
+        disc.append(k["discordant"])
+    across = {s: np.array([cv.kendall_tau(a, b)["tau"] for a, b in zip(v[:-1], v[1:])])
+              for s, v in sizes.items()}
+    return {"within": np.array(within), "across_lac": across["lac"], "across_aps": across["aps"],
+            "discordant_within": np.array(disc), "pairs": z.shape[0] * (z.shape[0] - 1) // 2}

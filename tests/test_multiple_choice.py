@@ -1,0 +1,91 @@
+"""The six-option next-word task over the checkpoint family (standarderror.multiple_choice)."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from standarderror import multiple_choice as mc
+from standarderror.llm import tiny
+
+
+@pytest.fixture(scope="module")
+def qs():
+    return mc.questions(60, seed=5)
+
+
+@pytest.fixture(scope="module")
+def final():
+    return tiny.load()
+
+
+def test_questions_are_well_formed(qs):
+    test_text = mc._text("test")
+    pool = mc.distractor_pool()
+    frequent = {w for ws in pool.values() for w in ws}
+    assert len(qs["context"]) == 60 and qs["options"].shape == (60, 6)
+    for ctx, opts, y, word, start in zip(qs["context"], qs["options"], qs["y"], qs["word"], qs["start"]):
+        assert len(ctx) == mc.CONTEXT and ctx[-1] in " \n"
+        assert opts[y] == word
+        assert test_text[start - mc.CONTEXT:start] == ctx            # held-out text, verbatim
+        assert test_text[start:start + len(word)] == word
+        assert not re.match(r"[A-Za-z'\-]", test_text[start + len(word)])
+        assert len(set(o.lower() for o in opts)) == 6                 # six distinct options
+        assert all(len(o) == len(word) for o in opts)                 # equal lengths
+        assert all(o.lower() in frequent for o in opts)               # all from the frequent pool
+        assert all(o[0].isupper() == word[0].isupper() for o in opts)  # same capitalisation
+
+
+def test_questions_are_seeded_and_positions_shuffled():
+    a, b = mc.questions(200, seed=1), mc.questions(200, seed=1)
+    np.testing.assert_array_equal(a["options"], b["options"])
+    assert a["context"] == b["context"]
+    c = mc.questions(200, seed=2)
+    assert a["context"] != c["context"]
+    counts = np.bincount(a["y"], minlength=6)
+    assert counts.min() >= 15                                        # every position used
+
+
+def test_option_logits_equal_full_forward(qs, final):
+    z = mc.option_logits(final, qs, chunk=7)
+    # reference: every context + option string through the model's own forward pass, in one
+    # batch (right-padding with spaces cannot affect earlier positions of a causal model)
+    strings = [qs["context"][i] + qs["options"][i][j] for i in range(len(qs["context"])) for j in range(6)]
+    width = max(map(len, strings))
+    ids = torch.from_numpy(np.stack([tiny.encode(s.ljust(width), final["stoi"]) for s in strings]))
+    lp = tiny.log_probabilities(final["model"], ids[:, :-1])
+    ref = np.empty(len(strings))
+    for r, s in enumerate(strings):
+        n = len(s) - mc.CONTEXT
+        pos = np.arange(mc.CONTEXT - 1, len(s) - 1)
+        ref[r] = lp[r, pos, ids[r, pos + 1].numpy()].sum()
+    ref = ref.reshape(z.shape)
+    np.testing.assert_allclose(z, ref, atol=5e-4)
+    assert np.all(z < 0)
+
+
+def test_analysis_on_two_checkpoints(qs):
+    steps = [c["step"] for c in tiny.card()["checkpoints"]]
+    fam = mc.family(60, seed=5, steps=[steps[0], steps[-1], steps[3]])
+    np.testing.assert_array_equal(fam["y"], qs["y"])
+    assert fam["logits"].shape == (3, 60, 6) and fam["calibration"].sum() == 30
+    a = mc.analysis(fam)
+    # temperature never changes an answer: accuracy identical at every T, exactly
+    for t, table in a["at"].items():
+        np.testing.assert_array_equal(table["accuracy"], a["at"][1.0]["accuracy"])
+    np.testing.assert_array_equal(a["fitted"]["accuracy"], a["at"][1.0]["accuracy"])
+    acc = (fam["logits"].argmax(2)[:, ~fam["calibration"]] == fam["y"][~fam["calibration"]]).mean(1)
+    np.testing.assert_allclose(a["at"][1.0]["accuracy"], acc)
+    assert a["tau_lac_aps"]["pairs"] == 3
+    ctrl = mc.split_control(fam, splits=3)
+    assert ctrl["within"].shape == (3,) and ctrl["across_lac"].shape == (2,)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="count"):
+        mc.questions(0)
+    with pytest.raises(ValueError, match="context"):
+        mc.questions(10, context=60)
