@@ -12,6 +12,7 @@ tmp=/tmp/page-$name
 rm -rf "$tmp"; mkdir -p "$tmp/$dir" "$tmp/book"
 cp _config.yml "$tmp/"
 cp book/references.bib "$tmp/book/"
+cp -r book/_static "$tmp/book/"
 cp "$page" "$tmp/$dir/"
 printf 'format: jb-book\nroot: %s/%s\n' "$dir" "$name" > "$tmp/_toc.yml"
 start=$(date +%s)

@@ -1,0 +1,621 @@
+"""The built website, tested as a reader meets it: in a real (headless) browser, offline.
+
+The book must be built first (``bash scripts/book.sh``, which writes ``_build/html``). A local
+HTTP server serves that folder on 127.0.0.1 and Debian's Chromium, driven through Selenium and
+the system chromedriver, visits every page with every route to the outside world closed (no
+DNS, a proxy to nowhere). On every page it checks what a reader would notice:
+
+* the browser console shows no errors, and no request for a local file fails;
+* every image in the article has alt text and actually loaded;
+* every formula is typeset by the vendored MathJax (no CDN) without a TeX error;
+* every lecture page shows its executed outputs and its reproducibility block, and offers the
+  executed notebook as an ``.ipynb`` download that is a valid notebook with outputs;
+* notebook figures are opaque (a white card), so they stay legible in the dark theme;
+* the search page finds pages.
+
+A screenshot of every page lands in ``_build/screenshots/`` (plus a light and a dark one of a
+lecture figure). Tests that need no browser check that every relative link and ``#anchor`` of
+every page resolves, that the previous/next links walk the whole book, and that every public
+module of the package has an API page. The last test starts ``jupyter lab`` on the repository
+(127.0.0.1 only) and checks that it serves every lecture as a notebook through jupytext.
+
+Where it runs: skipped, with the reason, when ``_build/html`` does not exist, or when the
+browser or Selenium is missing (``bash scripts/setup_browser.sh`` installs the browser) -- except
+under CI (``CI`` set to a true value), where each of these is a failure: CI builds the book
+before it runs this file. ``SITE_HTML=/path/to/html`` tests another build.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+import urllib.parse
+import urllib.request
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
+SHOTS = SITE.parent / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+# Words a reader would search for; each must find at least one page.
+SEARCH_WORDS = ("calibration", "temperature")
+
+
+def _unavailable(reason: str):
+    """Skip with the reason on a developer's machine; fail under CI, where it must run."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI is set, so this is a failure: CI builds the book and "
+                    "installs the browser before running tests/test_site.py)")
+    pytest.skip(reason)
+
+
+def _require_site():
+    if not (SITE / "index.html").is_file():
+        _unavailable(f"no built site at {SITE}: build it with `bash scripts/book.sh` first")
+
+
+def site_pages() -> list[str]:
+    """Every HTML page of the built site, relative to its root, in a stable order.
+
+    Skipped: ``_static/`` (the theme's webpack template fragments, not pages) and ``_sources/``
+    (copies of the sources, not HTML pages).
+    """
+    pages = []
+    for p in sorted(SITE.rglob("*.html")):
+        rel = p.relative_to(SITE).as_posix()
+        if rel.startswith(("_static/", "_sources/", "_images/")):
+            continue
+        pages.append(rel)
+    return pages
+
+
+def is_lecture(page: str) -> bool:
+    """Pages that are executed notebooks a reader runs: the lectures and the model page."""
+    return page.startswith("lectures/") or page == "book/model.html"
+
+
+# --------------------------------------------------------------------------------------------
+# Links: no browser needed
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.refs: list[tuple[str, str]] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(a[key])
+        for key in ("href", "src"):
+            if a.get(key) is not None and tag in ("a", "link", "script", "img", "source", "iframe"):
+                self.refs.append((tag, a[key]))
+
+
+def _parse(path: Path) -> _Links:
+    parser = _Links()
+    parser.feed(path.read_text(encoding="utf-8", errors="replace"))
+    return parser
+
+
+def test_every_relative_link_and_anchor_resolves():
+    """Every relative href/src of every page points to a file of the site, and every
+    ``page.html#anchor`` to an id on that page (external links are not fetched: no network)."""
+    _require_site()
+    pages = site_pages()
+    parsed = {page: _parse(SITE / page) for page in pages}
+    broken, checked = [], 0
+    for page, links in parsed.items():
+        for tag, ref in links.refs:
+            url = urllib.parse.urlsplit(ref)
+            if url.scheme or url.netloc or ref.startswith(("mailto:", "javascript:", "data:")):
+                continue
+            if not url.path and not url.fragment:
+                continue
+            checked += 1
+            target = (SITE / page).parent / urllib.parse.unquote(url.path) if url.path else SITE / page
+            target = Path(os.path.normpath(target))
+            if url.path.endswith("/") or target.is_dir():
+                target = target / "index.html"
+            if SITE.resolve() not in target.resolve().parents and target.resolve() != SITE.resolve():
+                broken.append(f"{page}: <{tag}> {ref} leaves the site")
+                continue
+            if not target.is_file():
+                broken.append(f"{page}: <{tag}> {ref} -> missing {target.relative_to(SITE)}")
+                continue
+            frag = urllib.parse.unquote(url.fragment)
+            if frag and target.suffix == ".html":
+                rel = target.relative_to(SITE).as_posix()
+                ids = parsed[rel].ids if rel in parsed else _parse(target).ids
+                if frag not in ids:
+                    broken.append(f"{page}: <{tag}> {ref} -> no id {frag!r} in {rel}")
+    assert checked > 0, "no relative links found: is the site empty?"
+    assert not broken, f"{len(broken)} broken link(s):\n  " + "\n  ".join(broken)
+
+
+# Pages Sphinx writes that are not part of the reading order.
+NOT_IN_READING_ORDER = {"index.html", "genindex.html", "py-modindex.html", "search.html"}
+
+
+def _prev_next(page: str) -> dict:
+    html = (SITE / page).read_text(encoding="utf-8")
+    found = {}
+    for kind in ("left-prev", "right-next"):
+        m = re.search(r'<a class="%s"\s+href="([^"]+)"' % kind, html)
+        if m:
+            target = os.path.normpath((Path(page).parent / m.group(1).split("#")[0]).as_posix())
+            found[kind] = Path(target).as_posix()
+    return found
+
+
+def test_previous_next_links_walk_the_whole_book():
+    """From the landing page, the theme's "next" links visit every page of the book exactly once,
+    and each page's "previous" link leads back: a reader can read the book front to back."""
+    _require_site()
+    pages = [p for p in site_pages() if p not in NOT_IN_READING_ORDER]
+    start = "book/intro.html"
+    assert start in pages, f"no landing page {start}"
+    order, page = [], start
+    while page is not None:
+        assert page not in order, f"the next links loop back to {page}: {' -> '.join(order)}"
+        order.append(page)
+        links = _prev_next(page)
+        nxt = links.get("right-next")
+        if nxt is not None:
+            assert _prev_next(nxt).get("left-prev") == page, f"{nxt}: previous link does not lead back to {page}"
+        page = nxt
+    missed = sorted(set(pages) - set(order))
+    assert not missed, f"pages the next links never reach: {missed} (reading order: {order})"
+
+
+# Modules that are build machinery, not an API a lecture or a reader calls.
+NOT_IN_API = {"standarderror.sphinxext"}
+
+
+def public_modules() -> list[str]:
+    """Every public module of the package (no package ``__init__``s, nothing private)."""
+    import pkgutil
+
+    import standarderror
+
+    names = []
+    for info in pkgutil.walk_packages(standarderror.__path__, "standarderror."):
+        if info.ispkg or any(part.startswith("_") for part in info.name.split(".")):
+            continue
+        if info.name not in NOT_IN_API:
+            names.append(info.name)
+    return sorted(names)
+
+
+def test_every_public_module_has_an_api_page():
+    """The API reference covers every public module of the package (so it cannot go stale
+    when a module is added), and every page documents at least one function or class."""
+    _require_site()
+    documented = {}
+    for path in sorted((SITE / "book" / "api").glob("*.html")):
+        html = path.read_text(encoding="utf-8")
+        for module in re.findall(r'id="module-([\w.]+)"', html):
+            documented[module] = (path.relative_to(SITE).as_posix(), html.count('class="sig sig-object py"'))
+    modules = public_modules()
+    assert modules, "found no public module in the package"
+    missing = [m for m in modules if m not in documented]
+    empty = [f"{m} ({documented[m][0]})" for m in modules if m in documented and documented[m][1] == 0]
+    assert not missing, ("public modules with no API page (add book/api/<name>.md and list it under "
+                         "the API reference in _toc.yml): " + ", ".join(missing))
+    assert not empty, "API pages that document no function or class: " + ", ".join(empty)
+
+
+# --------------------------------------------------------------------------------------------
+# The browser
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    """Serves the site; records (status, path) of every request instead of logging it."""
+
+    def log_request(self, code="-", size="-"):
+        try:
+            status = int(code)
+        except (TypeError, ValueError):
+            status = 0
+        self.server.requests.append((status, self.path))
+
+    def log_message(self, format, *args):  # noqa: A002 (silence stderr)
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)  # a browser hanging up is not news
+
+
+@pytest.fixture(scope="module")
+def server():
+    _require_site()
+    handler = functools.partial(_Quiet, directory=str(SITE))
+    httpd = _Server(("127.0.0.1", 0), handler)
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_site()
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        _unavailable("selenium is not installed (it is in the test extra: pip install -e '.[test]')")
+    for exe in (CHROMIUM, CHROMEDRIVER):
+        if not Path(exe).is_file():
+            _unavailable(f"{exe} not found: install the browser with `bash scripts/setup_browser.sh`")
+    profile = tempfile.mkdtemp(prefix="site-test-chromium-")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--disable-quic", "--no-first-run", "--no-default-browser-check",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        "--disable-extensions", "--disable-default-apps", "--metrics-recording-only",
+        "--hide-scrollbars", "--window-size=1280,1000", f"--user-data-dir={profile}",
+        # Offline: no name resolves except the local server's address, and anything that
+        # still tries to leave goes to a proxy on a closed local port.
+        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
+    ):
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+    driver.set_page_load_timeout(60)
+    driver.set_script_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# Runs in the page once it has loaded: waits for MathJax's first typeset, then reports.
+_REPORT = r"""
+const done = arguments[arguments.length - 1];
+const report = () => {
+  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const math = Array.from(document.querySelectorAll('.math'));
+  const scripts = Array.from(document.scripts).map(s => s.src).filter(s => /mathjax/i.test(s));
+  const imgs = Array.from(article.querySelectorAll('img')).map(img => {
+    let corner = null;
+    if (img.closest('.cell_output') && img.complete && img.naturalWidth > 0) {
+      try {
+        const c = document.createElement('canvas');
+        c.width = img.naturalWidth; c.height = img.naturalHeight;
+        const ctx = c.getContext('2d');
+        ctx.drawImage(img, 0, 0);
+        corner = Array.from(ctx.getImageData(1, 1, 1, 1).data);
+      } catch (e) { corner = String(e); }
+    }
+    return {src: img.getAttribute('src'), alt: (img.getAttribute('alt') || '').trim(),
+            loaded: img.complete && img.naturalWidth > 0, corner: corner};
+  });
+  done({
+    title: document.title,
+    text: article.innerText,
+    math: math.length,
+    mathUntypeset: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 80)),
+    mjx: document.querySelectorAll('mjx-container').length,
+    mjxSvg: document.querySelectorAll('mjx-container svg').length,
+    mjxErrors: Array.from(document.querySelectorAll('mjx-merror, [data-mjx-error]'))
+                 .map(e => e.getAttribute('data-mjx-error') || e.textContent).slice(0, 5),
+    mathjaxScripts: scripts,
+    outputs: article.querySelectorAll('.cell_output').length,
+    imgs: imgs,
+    ipynb: Array.from(document.querySelectorAll('a[href$=".ipynb"]')).map(a => a.href),
+    resources: performance.getEntriesByType('resource').map(e => ({name: e.name, status: e.responseStatus})),
+  });
+};
+if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+  MathJax.startup.promise.then(report, e => done({mathjaxFailed: String(e)}));
+} else { report(); }
+"""
+
+
+def _console_errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+@pytest.fixture(scope="module")
+def visits(server, browser):
+    """Visit every page once, in a fresh profile (so a first-time reader's console is what we
+    see); return {page: report}, which every browser test below reads."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = f"http://127.0.0.1:{server.server_port}/"
+    pages = site_pages()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    out, start = {}, time.perf_counter()
+    for page in pages:
+        first = len(server.requests)
+        browser.get(base + page)
+        if browser.execute_script("return !!document.querySelector('meta[http-equiv=refresh]');"):
+            # index.html redirects to the landing page: test the page the reader lands on.
+            WebDriverWait(browser, 30).until(lambda d: d.current_url != base + page and d.execute_script(
+                "return document.readyState === 'complete' && "
+                "!document.querySelector('meta[http-equiv=refresh]');"))
+        report = browser.execute_async_script(_REPORT)
+        report["console"] = _console_errors(browser)
+        report["failed"] = sorted({f"{status} {path}" for status, path in server.requests[first:]
+                                   if status >= 400})
+        report["url"], report["base"] = base + page, base
+        browser.save_screenshot(str(SHOTS / (page[:-5].replace("/", "__") + ".png")))
+        out[page] = report
+    print(f"site: visited {len(pages)} pages in {time.perf_counter() - start:.1f} s; "
+          f"screenshots in {SHOTS}")
+    return out
+
+
+def _problems(visits, check) -> list[str]:
+    found = []
+    for page, report in visits.items():
+        for problem in check(page, report):
+            found.append(f"{page}: {problem}")
+    return found
+
+
+@pytest.mark.slow
+def test_no_console_errors_and_no_failed_requests(visits):
+    def check(page, r):
+        if "mathjaxFailed" in r:
+            yield f"MathJax failed to start: {r['mathjaxFailed']}"
+        for msg in r["console"]:
+            yield f"console error: {msg}"
+        for failed in r["failed"]:
+            yield f"request failed: {failed}"
+        for res in r.get("resources", []):
+            if not res["name"].startswith(r["base"]):
+                yield f"requested a resource outside the site: {res['name']}"
+            elif res["status"] and res["status"] >= 400:
+                yield f"resource {res['name']} answered {res['status']}"
+
+    problems = _problems(visits, check)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_images_have_alt_text_and_load(visits):
+    def check(page, r):
+        for img in r["imgs"]:
+            if not img["alt"]:
+                yield f"<img src={img['src']!r}> has no alt text"
+            if not img["loaded"]:
+                yield f"<img src={img['src']!r}> did not load"
+
+    problems = _problems(visits, check)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_figures_are_opaque_for_the_dark_theme(visits):
+    """A notebook figure must carry its own opaque background: a transparent PNG puts black
+    axes and text straight onto the dark theme's near-black page."""
+    def check(page, r):
+        for img in r["imgs"]:
+            corner = img["corner"]
+            if isinstance(corner, str):
+                yield f"could not read {img['src']}: {corner}"
+            elif corner is not None and corner[3] < 250:
+                yield f"figure {img['src']} is transparent at its corner (RGBA {corner})"
+
+    assert any(img["corner"] is not None for r in visits.values() for img in r["imgs"]) or not any(
+        is_lecture(p) for p in visits), "no notebook figure found on any lecture page"
+    problems = _problems(visits, check)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_maths_is_typeset_offline_by_the_vendored_mathjax(visits):
+    def check(page, r):
+        if not r["math"]:
+            return
+        if not r["mathjaxScripts"]:
+            yield f"{r['math']} formula(s) but no MathJax script"
+        for src in r["mathjaxScripts"]:
+            if not src.startswith(r["base"]):
+                yield f"MathJax is loaded from outside the site: {src}"
+        for tex in r["mathUntypeset"]:
+            yield f"formula not typeset: {tex!r}"
+        for err in r["mjxErrors"]:
+            yield f"TeX error: {err}"
+        if r["mjxSvg"] < r["math"]:
+            yield f"{r['math']} formulas but only {r['mjxSvg']} rendered as SVG"
+
+    assert sum(r["math"] for r in visits.values()) > 0, "no page has maths: nothing to test"
+    problems = _problems(visits, check)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_lecture_pages_show_outputs_reproducibility_and_a_notebook_download(visits, server):
+    lectures = [p for p in visits if is_lecture(p)]
+    assert lectures, "no lecture page (lectures/*.html or book/model.html) in the site"
+
+    def check(page, r):
+        if not is_lecture(page):
+            return
+        if r["outputs"] == 0:
+            yield "no executed cell output on the page"
+        if "Reproducibility" not in r["text"]:
+            yield "no reproducibility block (text 'Reproducibility')"
+        own = [u for u in r["ipynb"] if u.endswith("/" + page[:-5].rsplit("/", 1)[-1] + ".ipynb")]
+        if not own:
+            yield f"no .ipynb download of this page (links: {r['ipynb']})"
+            return
+        try:
+            with urllib.request.urlopen(own[0], timeout=10) as response:  # the local server
+                nb = json.load(response)
+        except (OSError, ValueError) as exc:
+            yield f"the .ipynb download {own[0]} is not valid JSON: {exc}"
+            return
+        if nb.get("nbformat") != 4 or not nb.get("cells"):
+            yield f"the .ipynb download is not a notebook with cells (nbformat={nb.get('nbformat')})"
+            return
+        code = [c for c in nb["cells"] if c.get("cell_type") == "code"]
+        if not code or not any(c.get("outputs") for c in code):
+            yield "the .ipynb download has no executed code cell"
+
+    problems = _problems(visits, check)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_search_finds_pages(server, browser, visits):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = f"http://127.0.0.1:{server.server_port}/"
+    for word in SEARCH_WORDS:
+        browser.get(base + "search.html?q=" + urllib.parse.quote(word))
+        WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+            "const s = document.querySelector('#search-results');"
+            "return s && (s.querySelectorAll('li').length > 0 || "
+            "/found|did not match/i.test(s.innerText));"))
+        hits = browser.execute_script(
+            "return Array.from(document.querySelectorAll('#search-results li a'))"
+            ".map(a => a.getAttribute('href'));")
+        browser.save_screenshot(str(SHOTS / f"search-{word}.png"))
+        assert _console_errors(browser) == []
+        assert hits, f"searching for {word!r} found nothing"
+        for href in hits:
+            path = urllib.parse.urlsplit(href).path
+            assert (SITE / path).is_file(), f"search result {href} points to no page"
+
+
+@pytest.mark.slow
+def test_light_and_dark_screenshots_of_a_lecture_figure(server, browser, visits):
+    """Screenshots of the first lecture figure in both themes, for a person to look at; the
+    test checks that the dark theme really switched and the figure stays an opaque card."""
+    pages = [p for p in visits if is_lecture(p) and any(i["corner"] for i in visits[p]["imgs"])]
+    if not pages:
+        pytest.fail("no lecture page with a figure to photograph")
+    page = "book/model.html" if "book/model.html" in pages else pages[0]
+    base = f"http://127.0.0.1:{server.server_port}/"
+    for mode in ("light", "dark"):
+        browser.get(base + page)
+        browser.execute_script(
+            "localStorage.setItem('mode', arguments[0]); localStorage.setItem('theme', arguments[0]);"
+            "document.documentElement.dataset.mode = arguments[0];"
+            "document.documentElement.dataset.theme = arguments[0];", mode)
+        browser.refresh()
+        theme = browser.execute_script("return document.documentElement.dataset.theme;")
+        assert theme == mode, f"the {mode} theme did not take (data-theme={theme!r})"
+        background = browser.execute_script(
+            "const img = document.querySelector('.cell_output img');"
+            "img.scrollIntoView({block: 'center'});"
+            "return getComputedStyle(document.body).backgroundColor;")
+        rgb = [int(v) for v in re.findall(r"\d+", background)[:3]]
+        if mode == "dark":
+            assert sum(rgb) < 3 * 100, f"dark theme body background is {background}"
+        else:
+            assert sum(rgb) > 3 * 200, f"light theme body background is {background}"
+        time.sleep(0.3)
+        browser.save_screenshot(str(SHOTS / f"figure-{mode}.png"))
+    browser.execute_script("localStorage.clear();")
+
+
+# --------------------------------------------------------------------------------------------
+# Jupyter: the README's "open the repository in Jupyter Lab" path
+
+
+def _notebook_sources() -> list[str]:
+    pages = [p.relative_to(ROOT).as_posix() for p in sorted((ROOT / "lectures").glob("*.md"))
+             if not p.name.startswith("_")]
+    return pages + ["book/model.md"]
+
+
+@pytest.mark.slow
+def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
+    """``jupyter lab`` on the repository serves every MyST lecture as a notebook (jupytext's
+    contents manager), and the Lab front end carries jupytext's extension (Open With ->
+    Jupytext Notebook). Talks to a real server on 127.0.0.1 through its REST API."""
+    import socket
+    import subprocess
+    import sys
+
+    try:
+        import jupyterlab  # noqa: F401
+        import jupytext  # noqa: F401
+    except ImportError as exc:
+        _unavailable(f"{exc.name} is not installed (it is in the book extra: pip install -e '.[book]')")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    token = "site-test-token"
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
+               JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+           f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}",
+           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # CI runs as root
+    log = open(tmp_path / "lab.log", "w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    base = f"http://127.0.0.1:{port}"
+
+    def get(path):
+        req = urllib.request.Request(base + path, headers={"Authorization": f"token {token}"})
+        with urllib.request.urlopen(req, timeout=30) as response:
+            return response.read().decode()
+
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                get("/api/status")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail("jupyter lab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                time.sleep(0.5)
+        lab = get("/lab")
+        assert "jupyterlab-jupytext" in lab, "the Lab page does not load jupytext's extension"
+        for page in _notebook_sources():
+            model = json.loads(get(f"/api/contents/{urllib.parse.quote(page)}?type=notebook&content=1"))
+            assert model["type"] == "notebook", f"{page} opens as {model['type']}, not as a notebook"
+            cells = model["content"]["cells"]
+            code = [c for c in cells if c["cell_type"] == "code"]
+            source = (ROOT / page).read_text()
+            assert len(code) == source.count("```{code-cell}"), (
+                f"{page}: {len(code)} code cells in Jupyter, {source.count('```{code-cell}')} in the file")
+            assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
