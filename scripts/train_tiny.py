@@ -3,11 +3,16 @@
     python scripts/train_tiny.py                      # the committed model (~12 min on 2 cores)
     python scripts/train_tiny.py --steps 20 --out /tmp/smoke --saves 2   # a smoke run
 
-Episode 4's runs past the held-out minimum train the same model on a few training plays only
-(the options below are off by default; without them the run is the committed one)::
+Episode 4's runs past the held-out minimum train the same model on the first 30,000 characters
+of one training play (the options below are off by default; without them the run is the
+committed one)::
 
-    python scripts/train_tiny.py --train-plays 1 --steps 1200 --save-at 100,200,400,800,1200 \
-        --eval-every 50 --out standarderror/llm/checkpoints/overfit
+    python scripts/train_tiny.py --train-plays 1 --train-chars 30000 --steps 400 \
+        --save-at 100,150,200,300,400 --eval-every 25 --eval-windows 256 --threads 1 \
+        --out standarderror/llm/checkpoints/overfit
+    python scripts/train_tiny.py --train-plays 1 --train-chars 30000 --steps 400 \
+        --save-at 200,400 --eval-every 25 --eval-windows 256 --threads 1 --weight-decay 1.0 \
+        --out standarderror/llm/checkpoints/overfit-wd
 
 Writes ``step-XXXXX.safetensors`` (fp16 weights) at ``--saves`` evenly spaced points and a
 ``card.json`` with the configuration, schedule, losses (computed on the saved fp16 weights),
@@ -70,6 +75,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=tiny.CHECKPOINT_DIR)
     ap.add_argument("--train-plays", type=int, default=None,
                     help="train on the first N training plays only (sorted by path); default: all")
+    ap.add_argument("--train-chars", type=int, default=None,
+                    help="train on the first N characters of the (selected) training text only")
     ap.add_argument("--save-at", type=str, default=None,
                     help="comma-separated steps to save at, instead of --saves evenly spaced points")
     ap.add_argument("--eval-every", type=int, default=0,
@@ -79,6 +86,8 @@ def main(argv=None) -> int:
         ap.error("need 1 <= --saves <= --steps")
     if args.train_plays is not None and args.train_plays < 1:
         ap.error("--train-plays must be a positive integer")
+    if args.train_chars is not None and args.train_chars <= tiny.Config(vocab=1).block + 1:
+        ap.error("--train-chars must exceed the context of 65 characters")
     if args.eval_every < 0:
         ap.error("--eval-every must be >= 0")
     if args.save_at is not None:
@@ -100,6 +109,8 @@ def main(argv=None) -> int:
     else:
         subset = training_plays(args.train_plays)
         train = tiny.encode("".join(subset.values()), stoi)
+    if args.train_chars is not None:
+        train = train[: args.train_chars]
     val = tiny.encode(tiny.split("val"), stoi)
     cfg = tiny.Config(vocab=len(chars))
     model = tiny.GPT(cfg)
@@ -178,6 +189,8 @@ def main(argv=None) -> int:
     }
     if args.train_plays is not None:
         info["corpus"]["train_plays"] = list(subset)
+    if args.train_chars is not None:
+        info["corpus"]["train_chars_limit"] = args.train_chars
     if args.eval_every:
         info["curve"] = curve
         info["curve_note"] = ("losses every --eval-every steps on the float32 weights during "

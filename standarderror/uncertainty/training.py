@@ -1,0 +1,186 @@
+r"""Calibration along a training run: when does overconfidence arrive?
+
+A training run leaves a family of checkpoints. For each one we measure, on the same held-out
+predictions,
+
+* the held-out loss (mean negative log-likelihood of the true next character, nats),
+* the accuracy of the predicted (argmax) character,
+* the mean confidence :math:`\bar c = \frac1n \sum_i \max_k p_i(k)` and the **gap**
+  :math:`\bar c - \mathrm{acc}` (positive: overconfident on average),
+* the expected calibration error (:func:`standarderror.uncertainty.calibration.ece`),
+* the temperature :math:`\hat T` that temperature scaling would fit, by minimising the NLL of
+  :math:`\operatorname{softmax}(z / T)` on those predictions
+  (:func:`standarderror.uncertainty.calibration.fitted_temperature`), and the ECE and NLL
+  after dividing by it. :math:`\hat T > 1` means its distributions have to be softened
+  (heated) to be calibrated: it is overconfident; :math:`\hat T < 1`, underconfident.
+
+Everything is computed by the functions of :mod:`standarderror.uncertainty.calibration`; this
+module only arranges them per checkpoint. :func:`checkpoint_metrics` is a pure function of
+arrays; :func:`trajectory` runs it over the checkpoints of one run directory written by
+``scripts/train_tiny.py``; :func:`turning_point` finds where the held-out loss stops falling.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from standarderror import _checks
+from standarderror.uncertainty import calibration as cb
+
+#: The keys of one row of :func:`trajectory` / the dict of :func:`checkpoint_metrics`.
+METRICS = ("loss", "accuracy", "confidence", "gap", "ece", "temperature", "temperature_low",
+           "temperature_high", "loss_scaled", "ece_scaled", "rows")
+
+
+def checkpoint_metrics(logp, y, sequence, *, bins: int = 15, halves: int = 20,
+                       seed: int = 0) -> dict:
+    r"""Loss, accuracy, confidence gap, ECE and fitted temperature of one set of predictions.
+
+    Parameters
+    ----------
+    logp : array_like, shape (rows, classes)
+        Normalised log-probabilities of the predictions (rows of ``exp(logp)`` sum to one).
+    y : array_like of int, shape (rows,)
+        True labels.
+    sequence : array_like, shape (rows,)
+        The window (sequence) each prediction belongs to. The fitted temperature's range is
+        taken over ``halves`` fits, each on a random half of the *sequences*, because
+        predictions in one window share context.
+    bins : int
+        Equal-width ECE bins (Guo et al., 2017).
+    halves : int
+        Number of random-half fits behind ``temperature_low`` and ``temperature_high``.
+    seed : int
+        Seed of the random halves.
+
+    Returns
+    -------
+    dict
+        ``loss`` :math:`= -\frac1n\sum_i \log p_i(y_i)`; ``accuracy``; ``confidence`` (mean
+        top probability); ``gap`` (``confidence - accuracy``); ``ece``; ``temperature``
+        (:math:`\hat T`, fitted on every row), ``temperature_low`` and ``temperature_high``
+        (smallest and largest fit over the random halves); ``loss_scaled`` and ``ece_scaled``
+        (NLL and ECE after dividing the logits by :math:`\hat T`); ``rows``.
+    """
+    logp = cb._normalised_logp(logp, "logp")
+    n = logp.shape[0]
+    y = _checks.labels(y, logp.shape[1], n)
+    rows = np.arange(n)
+    pred = logp.argmax(axis=1)
+    ok = pred == y
+    conf = np.exp(logp[rows, pred])
+    p = np.exp(logp)
+    fit = cb.fitted_temperature(p, y, sequence, halves=halves, seed=seed)
+    t_hat = fit["all"]
+    scaled = cb.scale(logp, t_hat)
+    accuracy = float(ok.mean())
+    confidence = float(conf.mean())
+    return {
+        "loss": cb.nll(p, y),
+        "accuracy": accuracy,
+        "confidence": confidence,
+        "gap": confidence - accuracy,
+        "ece": cb.ece(conf, ok, bins=bins),
+        "temperature": t_hat,
+        "temperature_low": fit["low"],
+        "temperature_high": fit["high"],
+        "loss_scaled": float(-scaled[rows, y].mean()),
+        "ece_scaled": cb.ece(np.exp(scaled[rows, pred]), ok, bins=bins),
+        "rows": int(n),
+    }
+
+
+def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 10,
+               size: int = 16, seed: int = 1, split: str = "test", bins: int = 15,
+               halves: int = 20) -> dict:
+    """Measure every checkpoint of one training run on the same held-out predictions.
+
+    Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.tiny.load` from
+    ``directory`` and run on the same held-out windows, the ones
+    ``coverage.predictions(count, size, seed, split=split)`` uses; then
+    :func:`checkpoint_metrics` is applied. The windows are drawn once and reused for every
+    checkpoint (building a split's text is the slow part); the predictions are identical to
+    ``coverage.predictions(..., model=tiny.load(step, directory=directory))``, which a test
+    checks.
+
+    Parameters
+    ----------
+    directory : path, optional
+        A run directory with ``card.json`` and its checkpoints (default: the committed model's).
+    steps : sequence of int, optional
+        Which checkpoints (default: every one in the card, in training order).
+    count, size, seed, split
+        The held-out windows (see :func:`standarderror.llm.tiny.batches`).
+    bins, halves
+        Passed to :func:`checkpoint_metrics`.
+
+    Returns
+    -------
+    dict
+        ``rows``: one dict per checkpoint with ``step``, the card's ``card_val_loss`` and
+        ``card_train_loss`` (validation plays and training text, measured by the training
+        script) and every key of :func:`checkpoint_metrics`; ``minimum``: the step whose
+        measured held-out ``loss`` is lowest; ``card``: the run's card; ``directory``.
+    """
+    from standarderror.llm import tiny
+
+    info = tiny.card(directory)
+    saved = [c["step"] for c in info["checkpoints"]]
+    if steps is None:
+        steps = saved
+    else:
+        try:
+            steps = [int(s) for s in steps]
+        except (TypeError, ValueError):
+            raise ValueError(f"steps must be a sequence of integer steps, got {steps!r}") from None
+        unknown = sorted(set(steps) - set(saved))
+        if not steps or unknown:
+            raise ValueError(f"steps must be a non-empty selection of the saved steps {saved}; "
+                             f"not saved: {unknown}")
+    by_step = {c["step"]: c for c in info["checkpoints"]}
+    stoi = {c: i for i, c in enumerate(info["vocabulary"])}
+    windows = list(tiny.batches(split, count, size, seed, block=info["config"]["block"],
+                                stoi=stoi))
+    sequence = np.repeat(np.arange(count * size), info["config"]["block"])
+    y = np.concatenate([b[1].numpy() for b in windows]).reshape(-1)
+    out = []
+    for step in steps:
+        m = tiny.load(step, directory=directory)
+        logp = np.concatenate([tiny.log_probabilities(m["model"], x) for x, _ in windows])
+        row = {"step": step, "card_val_loss": by_step[step]["val_loss"],
+               "card_train_loss": by_step[step]["train_loss"]}
+        row.update(checkpoint_metrics(logp.reshape(-1, m["vocab"]), y, sequence, bins=bins,
+                                      halves=halves))
+        out.append(row)
+    best = min(out, key=lambda r: r["loss"])["step"]
+    return {"rows": out, "minimum": best, "card": info,
+            "directory": str(directory) if directory is not None else str(tiny.CHECKPOINT_DIR)}
+
+
+def turning_point(steps, losses) -> dict:
+    """Where a loss curve stops falling: its minimum, and how far it has risen since.
+
+    Parameters
+    ----------
+    steps : array_like of int, shape (n,)
+        Training steps, strictly increasing.
+    losses : array_like, shape (n,)
+        The held-out loss at each step.
+
+    Returns
+    -------
+    dict
+        ``step`` (of the minimum; the first one if tied), ``loss`` (the minimum), ``last``
+        (the loss at the last step), ``rise`` (``last - loss``, >= 0), ``turned`` (whether the
+        minimum is before the last step, i.e. the curve has turned up), ``index``.
+    """
+    s = _checks.array(steps, "steps", ndim=1)
+    v = _checks.array(losses, "losses", ndim=1)
+    _checks.same_length(steps=s, losses=v)
+    if np.any(np.diff(s) <= 0):
+        raise ValueError("steps must be strictly increasing (one loss per step, in training order)")
+    i = int(np.argmin(v))
+    return {"step": int(s[i]), "loss": float(v[i]), "last": float(v[-1]),
+            "rise": float(v[-1] - v[i]), "turned": bool(i < v.size - 1), "index": i}
