@@ -1,6 +1,7 @@
 """Pins: a quote is checked against the computed value at the precision written, and a
 drifted, unknown, unquoted or malformed pin fails the real `jupyter-book build`."""
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,7 @@ def build(tmp_path, **fmt):
     (book / "book").mkdir(parents=True)
     (book / "_config.yml").write_text((ROOT / "_config.yml").read_text())
     (book / "book" / "references.bib").write_text((ROOT / "book" / "references.bib").read_text())
+    shutil.copytree(ROOT / "book" / "_static", book / "book" / "_static")   # html_static_path
     (book / "_toc.yml").write_text("format: jb-book\nroot: page\n")
     (book / "page.md").write_text(PAGE.format(**{"share": "22.5%", "count": "24,576", "extra": "", **fmt}))
     jb = Path(sys.executable).with_name("jupyter-book")
