@@ -25,11 +25,11 @@ GLUE_PREFIX = "application/papermill.record/"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
-def pin(name: str, value):
+def pin(name: str, value) -> None:
     """Record ``value`` under ``name`` so that the prose's quote of it is checked at build time.
 
     The value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
-    full float precision. Returns ``value`` unchanged, so ``x = pin("x", compute())`` works.
+    full float precision. Returns ``None``, so a cell that ends with ``pin(...)`` shows nothing.
     """
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"pin name must look like an identifier (letters, digits, _ . -), got {name!r}")
@@ -38,15 +38,15 @@ def pin(name: str, value):
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:  # plain Python: nothing to record into
-        return value
+        return None
     if get_ipython() is None:
-        return value
+        return None
     display(
         {GLUE_PREFIX + "text/plain": repr(number)},
         raw=True,
         metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}},
     )
-    return value
+    return None
 
 
 def _as_number(value, name: str) -> float | int:
