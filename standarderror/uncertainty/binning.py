@@ -115,30 +115,9 @@ def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray
 
 
 def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
-    r"""The bin of every confidence, exactly as :func:`calibration.ece` assigns it.
-
-    Equal width (``adaptive=False``): bin :math:`b` (0-based) holds
-    :math:`(e_b, e_{b+1}]` with edges ``numpy.linspace(0, 1, B + 1)``, the first bin also
-    holding 0. (Comparing with the stored edges, not computing ``ceil(c * B)``, keeps a
-    confidence such as 0.4 with B = 35 in the bin whose upper edge it is.) Equal mass
-    (``adaptive=True``): rows sorted by confidence (stable) are cut into ``bins`` consecutive
-    groups whose sizes differ by at most one, larger groups first (``numpy.array_split``). Works row-wise on a
-    (draws x rows) array.
-    """
-    c = _confidence(confidence)
-    bins = _positive_int(bins, "bins")
-    if not adaptive:
-        # Exactly the rule of calibration.ece: the edges are numpy.linspace(0, 1, B + 1) and a
-        # confidence equal to an edge belongs to the bin below it (searchsorted, side="left").
-        edges = np.linspace(0.0, 1.0, bins + 1)
-        return np.clip(np.searchsorted(edges, c, side="left") - 1, 0, bins - 1)
-    c2 = np.atleast_2d(c)
-    n = c2.shape[1]
-    sizes = np.array([len(a) for a in np.array_split(np.arange(n), bins)])
-    order = np.argsort(c2, axis=1, kind="stable")
-    which = np.empty(c2.shape, dtype=np.int64)
-    np.put_along_axis(which, order, np.broadcast_to(np.repeat(np.arange(bins), sizes), c2.shape), axis=1)
-    return which.reshape(c.shape)
+    """The bin of every confidence: :func:`standarderror.uncertainty.calibration.bin_index`,
+    the one binning rule that :func:`calibration.ece` and :func:`ece_batch` share."""
+    return cb.bin_index(confidence, bins, adaptive)
 
 
 def _bin_sums(which: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:

@@ -303,17 +303,50 @@ def ece(confidence, correct, bins: int = 15, adaptive: bool = False) -> float:
     bins = _positive_int(bins, "bins")
     if conf.min() < 0 or conf.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{conf.min():.3g}, {conf.max():.3g}]")
-    n = conf.size
-    if adaptive:
-        order = np.argsort(conf, kind="stable")
-        sizes = np.array([len(c) for c in np.array_split(order, bins)])
-        which = np.empty(n, dtype=np.int64)
-        which[order] = np.repeat(np.arange(bins), sizes)
-    else:
-        edges = np.linspace(0.0, 1.0, bins + 1)
-        which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, bins - 1)
+    which = _bins(conf, bins, adaptive)
     gap = np.bincount(which, weights=conf - ok, minlength=bins)
-    return float(np.abs(gap).sum() / n)
+    return float(np.abs(gap).sum() / conf.size)
+
+
+def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
+    r"""The bin :func:`ece` puts every confidence in (0-based); rows of a 2-D array are binned
+    independently.
+
+    Equal width (``adaptive=False``): bin :math:`b` holds :math:`(e_b, e_{b+1}]` with edges
+    ``numpy.linspace(0, 1, B + 1)``, the first bin also holding 0. (Comparing with the stored
+    edges, not computing ``ceil(c * B)``, keeps a confidence such as 0.4 with B = 35 in the bin
+    whose upper edge it is.) Equal mass (``adaptive=True``): values sorted by confidence
+    (stable) are cut into ``bins`` consecutive groups whose sizes differ by at most one, larger
+    groups first (``numpy.array_split``).
+
+    Parameters
+    ----------
+    confidence : array_like, shape (rows,) or (draws, rows)
+        Confidences in [0, 1].
+    bins : int
+        Number of bins :math:`B`.
+    adaptive : bool
+        Equal-mass bins instead of equal-width bins.
+    """
+    c = _checks.array(confidence, "confidence")
+    if c.ndim not in (1, 2):
+        raise ValueError(f"confidence must be one- or two-dimensional (draws x rows), got shape {c.shape}")
+    if c.min() < 0 or c.max() > 1:
+        raise ValueError(f"confidence must lie in [0, 1]; got [{c.min():.3g}, {c.max():.3g}]")
+    return _bins(c, _positive_int(bins, "bins"), adaptive)
+
+
+def _bins(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:
+    """:func:`bin_index` on validated input: the one binning rule of the package."""
+    if not adaptive:
+        edges = np.linspace(0.0, 1.0, bins + 1)
+        return np.clip(np.searchsorted(edges, c, side="left") - 1, 0, bins - 1)
+    c2 = np.atleast_2d(c)
+    sizes = np.array([len(a) for a in np.array_split(np.arange(c2.shape[1]), bins)])
+    order = np.argsort(c2, axis=1, kind="stable")
+    which = np.empty(c2.shape, dtype=np.int64)
+    np.put_along_axis(which, order, np.broadcast_to(np.repeat(np.arange(bins), sizes), c2.shape), axis=1)
+    return which.reshape(c.shape)
 
 
 def nll(p, y) -> float:
