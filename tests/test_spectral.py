@@ -1,0 +1,493 @@
+"""standarderror.spectral against a plain dense d x d reference written here, plus the
+invariants and identities the paper states (Lemma 1, Lemma 2, Theorem 1, Theorem 3)."""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import scipy.stats
+from scipy.cluster import hierarchy
+from scipy.spatial.distance import squareform
+from sklearn.metrics import roc_auc_score
+
+from standarderror import spectral as sp
+
+ZERO = 1e-12
+TOL = 1e-8
+
+
+# --------------------------------------------------------------------------------------
+# Dense reference: every quantity from explicit d x d matrices
+# --------------------------------------------------------------------------------------
+
+
+def unit(x):
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+def dense_density(e):
+    e = unit(e)
+    return e.T @ e / len(e)
+
+
+def dense_eig(mat):
+    w, u = np.linalg.eigh(mat)
+    return np.where(w > ZERO, w, 0.0), u
+
+
+def dense_scaled(mat, t):
+    w, u = dense_eig(mat)
+    mu = np.where(w > 0, w, 0.0) ** (1.0 / t)
+    mu = np.where(w > 0, mu, 0.0)
+    mu = mu / mu.sum()
+    return (u * mu) @ u.T
+
+
+def dense_neglog(mat, eps=1e-10):
+    w, u = dense_eig(mat)
+    w = np.where(w > 0, w, eps)
+    return (u * -np.log(w)) @ u.T
+
+
+def dense_entropy(mat):
+    w, _ = dense_eig(mat)
+    w = w[w > 0]
+    return -np.sum(w * np.log(w))
+
+
+def dense_lmax(mat):
+    return np.linalg.eigvalsh(mat)[-1]
+
+
+def dense_all(answers, t=1.0):
+    return [dense_scaled(dense_density(e), t) for e in answers]
+
+
+def dense_similarity(mats):
+    n = len(mats)
+    s = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            s[i, j] = np.sum(mats[i] * mats[j]) / np.linalg.norm(mats[i]) / np.linalg.norm(mats[j])
+    return s
+
+
+def dense_divergence(m1, m2, eps=1e-10):
+    return -dense_entropy(m1) - np.trace(m1 @ -dense_neglog(m2, eps))
+
+
+def clusters_from(sim, k):
+    dist = np.clip(1 - sim, 0, None)
+    dist = (dist + dist.T) / 2
+    np.fill_diagonal(dist, 0)
+    lab = hierarchy.fcluster(hierarchy.linkage(squareform(dist, checks=False), "average"), k, "maxclust")
+    return np.unique(lab, return_inverse=True)[1]
+
+
+# --------------------------------------------------------------------------------------
+# Synthetic data: semantic modes, exact duplicates, targets inside and outside the span
+# --------------------------------------------------------------------------------------
+
+
+def make(n=12, m=6, d=24, seed=0, noise=0.3):
+    rng = np.random.default_rng(seed)
+    modes = rng.normal(size=(n, 3, d))
+    pick = rng.integers(0, 3, size=(n, m))
+    a = modes[np.arange(n)[:, None], pick] + noise * rng.normal(size=(n, m, d))
+    a[:, 1] = a[:, 0]  # an exact duplicate in every question: a singular Gram matrix
+    a[0, :] = a[0, 0]  # question 0: all answers identical (rank one)
+    y = modes[np.arange(n), rng.integers(0, 3, size=n)] + noise * rng.normal(size=(n, d))
+    y[1] = a[1, 3]  # a target inside the span
+    return a * rng.uniform(0.5, 2.0, size=(n, m, 1)), y
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make()
+
+
+TEMPS = [0.3, 1.0, 2.7]
+
+
+# --------------------------------------------------------------------------------------
+# Agreement with the dense reference
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("t", TEMPS)
+def test_eigenvalues_match_dense(data, t):
+    a, _ = data
+    got = sp.eigenvalues(a, t)
+    for i, mat in enumerate(dense_all(a, t)):
+        ref = np.sort(np.linalg.eigvalsh(mat))[::-1][: a.shape[1]]
+        np.testing.assert_allclose(got[i], np.clip(ref, 0, None), atol=TOL)
+    np.testing.assert_allclose(got.sum(1), 1.0, atol=1e-12)
+    assert np.all(np.diff(got, axis=1) <= 1e-15)
+    assert np.all(got >= 0)
+
+
+def test_eigenvalues_when_m_exceeds_d():
+    a, _ = make(n=5, m=9, d=4, seed=3)
+    got = sp.eigenvalues(a, 1.7)
+    for i, mat in enumerate(dense_all(a, 1.7)):
+        ref = np.sort(np.linalg.eigvalsh(mat))[::-1]
+        np.testing.assert_allclose(got[i, :4], ref, atol=TOL)
+        np.testing.assert_allclose(got[i, 4:], 0.0, atol=TOL)
+
+
+@pytest.mark.parametrize("t", TEMPS)
+def test_entropy_matches_dense(data, t):
+    a, _ = data
+    got = sp.entropy(a, t)
+    ref = [dense_entropy(mat) for mat in dense_all(a, t)]
+    np.testing.assert_allclose(got, ref, atol=TOL)
+    assert got[0] == pytest.approx(0.0, abs=1e-12)  # all answers identical: a pure state
+
+
+@pytest.mark.parametrize("t", TEMPS)
+@pytest.mark.parametrize("eps", [1e-10, 1e-3])
+def test_log_score_matches_dense(data, t, eps):
+    a, y = data
+    got = sp.log_score(a, y, t, eps=eps)
+    yy = unit(y)
+    ref = [yy[i] @ dense_neglog(mat, eps) @ yy[i] for i, mat in enumerate(dense_all(a, t))]
+    np.testing.assert_allclose(got, ref, atol=TOL, rtol=1e-10)
+    assert sp.risk(a, y, t, eps=eps) == pytest.approx(np.mean(ref), abs=TOL)
+
+
+def test_log_score_m_exceeds_d():
+    a, y = make(n=5, m=9, d=4, seed=3)
+    got = sp.log_score(a, y, 0.8)
+    yy = unit(y)
+    ref = [yy[i] @ dense_neglog(mat) @ yy[i] for i, mat in enumerate(dense_all(a, 0.8))]
+    np.testing.assert_allclose(got, ref, atol=TOL)
+
+
+@pytest.mark.parametrize("t", TEMPS)
+def test_similarity_matches_dense(data, t):
+    a, _ = data
+    got = sp.similarity(a, t)
+    ref = dense_similarity(dense_all(a, t))
+    np.testing.assert_allclose(got, ref, atol=TOL)
+    np.testing.assert_allclose(got, got.T, atol=1e-14)
+
+
+def test_both_similarity_routes_agree(data):
+    a, _ = data
+    via_distinct = sp._inner_distinct(np.concatenate([a, a]))  # half the vectors repeat
+    assert via_distinct is not None
+    F, owner, _, _ = sp._factors(np.concatenate([a, a]), 1.0)
+    np.testing.assert_allclose(via_distinct, sp._inner(F, owner, 2 * len(a)), atol=1e-13)
+
+
+def test_similarity_at_one_is_the_cross_gram_formula(data):
+    a, _ = data
+    e = unit(a)
+    m = a.shape[1]
+    cross = np.einsum("iad,jbd->ijab", e, e)
+    inner = np.sum(cross ** 2, axis=(2, 3)) / m**2
+    norm = np.sqrt(np.diag(inner))
+    np.testing.assert_allclose(sp.similarity(a), inner / np.outer(norm, norm), atol=1e-12)
+
+
+@pytest.mark.parametrize("t", [0.5, 1.0, 2.0])
+def test_calibration_error_matches_dense(data, t):
+    a, y = data
+    labels = np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 2])
+    got = sp.calibration_error(a, y, t, labels=labels)
+    mats = dense_all(a, t)
+    yy = unit(y)
+    ybar = yy.T @ yy / len(yy)
+    cal = sharp = 0.0
+    for c in range(3):
+        idx = np.flatnonzero(labels == c)
+        yc = yy[idx].T @ yy[idx] / len(idx)
+        dc = sum(mats[i] for i in idx) / len(idx)
+        cal += len(idx) / len(yy) * dense_divergence(yc, dc)
+        sharp += len(idx) / len(yy) * dense_divergence(yc, ybar)
+    assert got["calibration"] == pytest.approx(cal, abs=TOL)
+    assert got["sharpness"] == pytest.approx(sharp, abs=TOL)
+    assert got["noise"] == pytest.approx(dense_entropy(ybar), abs=TOL)
+    assert got["calibration"] >= 0 and got["sharpness"] >= -1e-12
+
+
+def test_calibration_error_full_rank_cluster_route():
+    a, y = make(n=10, m=6, d=8, seed=9)  # one cluster stacks up to 60 factor rows > d = 8
+    labels = np.zeros(10, dtype=int)
+    got = sp.calibration_error(a, y, 1.4, labels=labels)
+    mats = dense_all(a, 1.4)
+    yy = unit(y)
+    ybar = yy.T @ yy / len(yy)
+    assert got["calibration"] == pytest.approx(dense_divergence(ybar, sum(mats) / 10), abs=TOL)
+
+
+def test_calibration_error_clusters_like_dense(data):
+    a, y = data
+    got = sp.calibration_error(a, y, 1.3, clusters=4)
+    ref = clusters_from(dense_similarity(dense_all(a, 1.3)), 4)
+    assert np.array_equal(got["labels"], ref)
+
+
+@pytest.mark.parametrize("t", [0.6, 1.0, 1.9])
+def test_naive_reliability_matches_dense(data, t):
+    a, y = data
+    got = sp.naive_reliability(a, y, t, bins=3)
+    mats = dense_all(a, t)
+    top = np.array([dense_lmax(mat) for mat in mats])
+    order = np.argsort(top, kind="stable")
+    yy = unit(y)
+    for b, g in enumerate(np.array_split(order, 3)):
+        assert got["predicted"][b] == pytest.approx(top[g].mean(), abs=TOL)
+        assert got["target"][b] == pytest.approx(dense_lmax(yy[g].T @ yy[g] / len(g)), abs=TOL)
+
+
+@pytest.mark.parametrize("t", [0.6, 1.0, 1.9])
+def test_algorithm_one_matches_dense(t):
+    a, y = make(n=24, m=5, d=16, seed=7)
+    got = sp.reliability(a, y, t, bins=3, clusters=3)
+    mats = dense_all(a, t)
+    top = np.array([dense_lmax(mat) for mat in mats])
+    order = np.argsort(top, kind="stable")
+    yy = unit(y)
+    for b, g in enumerate(np.array_split(order, 3)):
+        lab = clusters_from(dense_similarity([mats[i] for i in g]), 3)
+        tc = [dense_lmax(yy[g][lab == c].T @ yy[g][lab == c] / np.sum(lab == c)) for c in range(lab.max() + 1)]
+        assert got["predicted"][b] == pytest.approx(top[g].mean(), abs=TOL)
+        assert got["target"][b] == pytest.approx(np.mean(tc), abs=TOL)
+    assert got["ece"] == pytest.approx(np.mean(np.abs(got["predicted"] - got["target"])), abs=1e-12)
+    assert 0 <= got["within_bin"] <= got["within_cluster"] <= 1
+
+
+def test_kernel_language_entropy_matches_expm(data):
+    a, _ = data
+    got = sp.kernel_language_entropy(a, time=0.7)
+    for i, e in enumerate(unit(a)):
+        w = np.clip(e @ e.T, 0, None)
+        np.fill_diagonal(w, 0)
+        k = scipy.linalg.expm(-0.7 * (np.diag(w.sum(1)) - w))
+        k /= np.trace(k)
+        lam = np.linalg.eigvalsh(k)
+        assert got[i] == pytest.approx(-np.sum(lam * np.log(lam)), abs=TOL)
+
+
+# --------------------------------------------------------------------------------------
+# Invariants and the paper's identities
+# --------------------------------------------------------------------------------------
+
+
+def test_temperature_one_is_identity(data):
+    a, y = data
+    raw = np.array([np.sort(np.linalg.eigvalsh(dense_density(e)))[::-1][: a.shape[1]] for e in a])
+    np.testing.assert_allclose(sp.eigenvalues(a, 1.0), np.where(raw > ZERO, raw, 0), atol=1e-13)
+    yy = unit(y)
+    ref = [yy[i] @ dense_neglog(dense_density(e)) @ yy[i] for i, e in enumerate(a)]
+    np.testing.assert_allclose(sp.log_score(a, y, 1.0), ref, atol=TOL)
+
+
+def test_extreme_temperatures_stay_finite(data):
+    a, y = data
+    for t in (0.02, 200.0):
+        ev = sp.eigenvalues(a, t)
+        assert np.all(np.isfinite(ev)) and np.allclose(ev.sum(1), 1)
+        assert np.all(np.isfinite(sp.log_score(a, y, t)))
+    # T -> 0 concentrates on the top eigenvalue; T -> inf flattens over the non-zero ones
+    assert np.all(sp.eigenvalues(a, 0.02)[:, 0] >= sp.eigenvalues(a)[:, 0])
+    assert np.median(sp.eigenvalues(a, 0.02)[:, 0]) > 0.99
+    rank = (sp.eigenvalues(a) > 0).sum(1)
+    flat = sp.eigenvalues(a, 1e6)
+    np.testing.assert_allclose(flat[:, 0], 1.0 / rank, rtol=1e-4)
+
+
+def _replicated(a):
+    """Each question repeated m times, the target running over its own m answers: the empirical
+    target density matrix given the prediction is the prediction itself (matrix calibrated)."""
+    n, m, d = a.shape
+    return np.repeat(a, m, axis=0), a.reshape(n * m, d)
+
+
+def test_lemma_one_risk_equals_entropy_when_calibrated(data):
+    a, _ = data
+    ar, yr = _replicated(a)
+    assert sp.risk(ar, yr) == pytest.approx(sp.entropy(a).mean(), abs=1e-10)
+    # and nowhere else: any other temperature has strictly larger risk (properness)
+    for t in (0.7, 1.4):
+        assert sp.risk(ar, yr, t) > sp.risk(ar, yr) + 1e-6
+
+
+def test_fig2_constant_predictor_is_minimised_at_one():
+    rng = np.random.default_rng(5)
+    targets = unit(rng.normal(size=(40, 16)) + 2 * rng.normal(size=(1, 16)))
+    answers = np.broadcast_to(targets, (40, 40, 16))
+    fit = sp.fit_temperature(answers, targets, bounds=(0.1, 10))
+    assert fit["temperature"] == pytest.approx(1.0, abs=1e-4)
+    curve = sp.risk_curve(answers, targets, [0.5, 0.8, 1.0, 1.25, 2.0])
+    assert np.argmin(curve["risk"]) == 2
+    assert curve["gap"][2] == pytest.approx(0.0, abs=1e-10)  # risk touches the entropy at T = 1
+
+
+def test_fit_temperature_matches_dense_grid(data):
+    a, y = data
+    fit = sp.fit_temperature(a, y, bounds=(0.05, 20))
+    yy = unit(y)
+    grid = np.exp(np.linspace(np.log(0.05), np.log(20), 400))
+    dense_risk = [np.mean([yy[i] @ dense_neglog(mat) @ yy[i] for i, mat in enumerate(dense_all(a, t))])
+                  for t in grid[::20]]
+    assert fit["risk"] <= min(dense_risk) + 1e-9
+    assert fit["risk"] == pytest.approx(sp.risk(a, y, fit["temperature"]), abs=1e-12)
+    assert fit["risk"] <= fit["risk_at_one"]
+
+
+def test_risk_curve_agrees_with_pointwise(data):
+    a, y = data
+    ts = [0.4, 1.0, 3.0]
+    curve = sp.risk_curve(a, y, ts)
+    for k, t in enumerate(ts):
+        assert curve["risk"][k] == pytest.approx(sp.risk(a, y, t), abs=1e-12)
+        assert curve["entropy"][k] == pytest.approx(sp.entropy(a, t).mean(), abs=1e-12)
+
+
+def _grouped(seed=11, groups=4, per=5, m=4, d=10):
+    """Questions in groups that share an identical prediction; targets replicate the answers so
+    each group is exactly matrix calibrated."""
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(groups, m, d)) + rng.normal(size=(groups, 1, d))
+    a = np.repeat(base, per, axis=0)
+    labels = np.repeat(np.arange(groups), per)
+    y = unit(base[labels, rng.integers(0, m, size=len(labels))] + 0.2 * rng.normal(size=(len(labels), d)))
+    return a, y, labels
+
+
+@pytest.mark.parametrize("t", [0.5, 1.0, 2.5])
+def test_lemma_two_decomposition_is_exact_for_a_partition_of_equal_predictions(t):
+    a, y, labels = _grouped()
+    got = sp.calibration_error(a, y, t, labels=labels)
+    assert got["risk"] == pytest.approx(got["decomposed"], abs=1e-9)
+
+
+def test_theorem_three_change_in_risk_is_change_in_calibration():
+    a, y, labels = _grouped()
+    base = sp.calibration_error(a, y, 1.0, labels=labels)
+    for t in (0.4, 1.7, 6.0):
+        r = sp.calibration_error(a, y, t, labels=labels)
+        assert r["risk"] - base["risk"] == pytest.approx(r["calibration"] - base["calibration"], abs=1e-9)
+        assert r["sharpness"] == pytest.approx(base["sharpness"], abs=1e-12)
+
+
+def test_theorem_one_naive_diagram_underestimates_algorithm_one_does_not():
+    # Two groups with the same lambda_max but orthogonal leading directions: each group is
+    # matrix calibrated (targets run over the answers); pooling them lowers the target lambda_max.
+    d, m = 6, 4
+    e = np.eye(d)
+    g1 = np.stack([e[0], e[0], e[0], e[1]])
+    g2 = np.stack([e[2], e[2], e[2], e[3]])
+    a = np.concatenate([np.repeat(g1[None], m, 0), np.repeat(g2[None], m, 0)])
+    y = np.concatenate([g1, g2])
+    naive = sp.naive_reliability(a, y, bins=1)
+    alg = sp.reliability(a, y, bins=1, clusters=2)
+    assert naive["predicted"][0] == pytest.approx(0.75)
+    assert naive["target"][0] == pytest.approx(0.375)  # strictly below: Eq. 12
+    assert alg["target"][0] == pytest.approx(0.75)  # equal: Eq. 11
+    assert alg["ece"] == pytest.approx(0.0, abs=1e-12)
+    assert alg["within_cluster"] == pytest.approx(1.0) and alg["within_bin"] < 1
+
+
+def test_subsample_estimator_is_biased_upwards():
+    a, _ = make(n=30, m=12, d=20, seed=2, noise=0.8)
+    res = sp.max_eigenvalue_subsample(a, [3, 6, 12], draws=200, seed=0)
+    ref = np.array([dense_lmax(dense_density(e)) for e in a])
+    np.testing.assert_allclose(res["reference"], ref, atol=TOL)
+    assert res["mean"][-1] == pytest.approx(ref.mean(), abs=1e-12)  # s = m: no randomness
+    assert res["std"][-1] == pytest.approx(0.0, abs=1e-12)
+    # Jensen: E[lambda_max(subset)] >= lambda_max(E[subset]) = lambda_max(all m), strictly here
+    assert res["bias"][0] > res["bias"][1] > 0
+
+
+def test_auroc_matches_sklearn_with_ties():
+    rng = np.random.default_rng(0)
+    s = rng.integers(0, 5, size=300).astype(float)
+    c = (rng.random(300) < 0.3 + 0.1 * s).astype(int)
+    got = sp.auroc(s, c, bootstrap=50, seed=1)
+    assert got["auroc"] == pytest.approx(roc_auc_score(c, s), abs=1e-12)
+    idx = np.random.default_rng(1).integers(0, 300, size=(50, 300))
+    ref = [roc_auc_score(c[i], s[i]) for i in idx]
+    np.testing.assert_allclose(got["draws"], ref, atol=1e-12)
+    assert got["se"] == pytest.approx(np.std(ref, ddof=1), abs=1e-12)
+
+
+def test_semantic_entropy_counts_classes():
+    rng = np.random.default_rng(4)
+    base = rng.normal(size=(3, 5, 32))
+    pick = np.array([[0, 0, 0, 0, 0, 0], [0, 1, 2, 0, 1, 0], [0, 1, 2, 3, 4, 4]])
+    a = base[np.arange(3)[:, None], pick]
+    got = sp.semantic_entropy(a, threshold=0.99)
+    for i in range(3):
+        counts = np.unique(pick[i], return_counts=True)[1]
+        assert got["classes"][i] == len(counts)
+        assert got["entropy"][i] == pytest.approx(scipy.stats.entropy(counts), abs=1e-12)
+        assert got["largest"][i] == pytest.approx(counts.max() / 6)
+    # threshold -1 < t: everything similar enough merges into one class
+    assert np.all(sp.semantic_entropy(np.abs(a), threshold=-0.5)["classes"] == 1)
+
+
+def test_chunking_does_not_change_results(data, monkeypatch):
+    a, y = data
+    before = (sp.log_score(a, y, 0.7), sp.similarity(a, 0.7), sp.eigenvalues(a, 1.3))
+    monkeypatch.setattr(sp, "_CHUNK_BYTES", 8 * a.shape[1] * a.shape[2] * 2)
+    after = (sp.log_score(a, y, 0.7), sp.similarity(a, 0.7), sp.eigenvalues(a, 1.3))
+    for u, v in zip(before, after):
+        np.testing.assert_allclose(u, v, atol=1e-13)
+
+
+def test_permutation_of_answers_changes_nothing(data):
+    a, y = data
+    perm = np.random.default_rng(0).permutation(a.shape[1])
+    np.testing.assert_allclose(sp.log_score(a, y, 1.5), sp.log_score(a[:, perm], y, 1.5), atol=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# Bad input
+# --------------------------------------------------------------------------------------
+
+
+def test_bad_inputs_name_the_argument(data):
+    a, y = data
+    with pytest.raises(ValueError, match="answers"):
+        sp.eigenvalues(a[:, :1])
+    with pytest.raises(ValueError, match="answers"):
+        sp.eigenvalues(a[0])
+    with pytest.raises(ValueError, match="targets"):
+        sp.log_score(a, y[:, :-1])
+    with pytest.raises(ValueError, match="targets"):
+        sp.log_score(a, y[:-1])
+    z = a.copy()
+    z[2, 3] = 0
+    with pytest.raises(ValueError, match="answers.*zero-norm"):
+        sp.entropy(z)
+    z = a.copy()
+    z[2, 3, 1] = np.nan
+    with pytest.raises(ValueError, match="answers.*NaN"):
+        sp.entropy(z)
+    yz = y.copy()
+    yz[0] = 0
+    with pytest.raises(ValueError, match="targets.*zero-norm"):
+        sp.risk(a, yz)
+    for t in (0, -1, np.inf, np.nan):
+        with pytest.raises(ValueError, match="temperature"):
+            sp.eigenvalues(a, t)
+    with pytest.raises(ValueError, match="eps"):
+        sp.log_score(a, y, eps=0)
+    with pytest.raises(ValueError, match="bins"):
+        sp.naive_reliability(a, y, bins=13)
+    with pytest.raises(ValueError, match="bins"):
+        sp.reliability(a, y, bins=0)
+    with pytest.raises(ValueError, match="clusters"):
+        sp.reliability(a, y, bins=3, clusters=5)
+    with pytest.raises(ValueError, match="clusters"):
+        sp.calibration_error(a, y, clusters=13)
+    with pytest.raises(ValueError, match="labels"):
+        sp.calibration_error(a, y, labels=np.zeros(3, int))
+    with pytest.raises(ValueError, match="sizes"):
+        sp.max_eigenvalue_subsample(a, [7])
+    with pytest.raises(ValueError, match="correct"):
+        sp.auroc(np.arange(4.0), np.ones(4))
+    with pytest.raises(ValueError, match="method"):
+        sp.cluster(a, 2, method="ward")
