@@ -722,12 +722,7 @@ def max_eigenvalue_subsample(answers, sizes, *, draws: int = 20, seed: int = 0) 
         raise ValueError(f"sizes must be integers in [1, m={m}], got {sizes!r}")
     r = _count(draws, "draws")
     rng = np.random.default_rng(seed)
-    full = np.empty((n, m, m))
-    step = _chunk(m, d)
-    for s in range(0, n, step):
-        e = a[s:s + step]
-        e = e / np.linalg.norm(e, axis=2, keepdims=True)
-        full[s:s + step] = e @ e.transpose(0, 2, 1)
+    full = _unit_gram(a)
     reference = np.linalg.eigvalsh(full / m)[:, -1]
     mean, std, bias = [], [], []
     for size in ss:
