@@ -25,12 +25,25 @@ GLUE_PREFIX = "application/papermill.record/"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
-def pin(name: str, value) -> None:
+def pin(name: str | None = None, value=None, /, **named) -> None:
     """Record ``value`` under ``name`` so that the prose's quote of it is checked at build time.
 
-    The value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
+    Two forms, one meaning::
+
+        pin("acc", accuracy)                  # one name
+        pin(acc=accuracy, ece_t1=ece[1.0])    # several names in one call
+
+    Each value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
     full float precision. Returns ``None``, so a cell that ends with ``pin(...)`` shows nothing.
     """
+    if name is None and value is None:
+        if not named:
+            raise ValueError("pin needs a name and a value: pin('acc', 0.54) or pin(acc=0.54)")
+        for key, val in named.items():
+            pin(key, val)
+        return None
+    if named:
+        raise ValueError("pin: use either pin(name, value) or pin(name=value, ...), not both")
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"pin name must look like an identifier (letters, digits, _ . -), got {name!r}")
     number = _as_number(value, name)
