@@ -11,10 +11,12 @@ dir=$(dirname "$page")
 tmp=/tmp/page-$name
 rm -rf "$tmp"; mkdir -p "$tmp/$dir" "$tmp/book"
 cp _config.yml "$tmp/"
-cp book/references.bib "$tmp/book/"
+cp book/references.bib book/references.md "$tmp/book/"
 cp -r book/_static "$tmp/book/"
 cp "$page" "$tmp/$dir/"
-printf 'format: jb-book\nroot: %s/%s\n' "$dir" "$name" > "$tmp/_toc.yml"
+# The references page comes along so that {cite} roles resolve.
+printf 'format: jb-book\nroot: %s/%s\nchapters:\n- file: book/references\n' "$dir" "$name" \
+  > "$tmp/_toc.yml"
 # Alone, a page's links to the other pages cannot resolve: tolerate only that warning here
 # (the full build, scripts/book.sh, checks every cross-reference).
 .venv/bin/python - "$tmp/_config.yml" <<'PY'
