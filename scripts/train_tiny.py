@@ -196,9 +196,41 @@ def main(argv=None) -> int:
         info["curve_note"] = ("losses every --eval-every steps on the float32 weights during "
                               "training (the checkpoints' losses are on the fp16 weights as saved)")
     (args.out / "card.json").write_text(json.dumps(info, indent=1) + "\n")
+    key = anchor_key(args.out)
+    if key is not None:
+        update_anchor(key, tiny.card_digest(info))
+        print(f"updated the trust anchor tiny.ANCHORS[{key!r}] in {TINY_SOURCE}")
     print(f"done in {wall:.0f} s: held-out loss {final['val_loss']:.4f} "
           f"(uniform {math.log(len(chars)):.4f}), {info['parameters']:,} parameters")
     return 0
+
+
+TINY_SOURCE = Path(tiny.__file__)
+
+
+def anchor_key(out: Path) -> str | None:
+    """The :data:`tiny.ANCHORS` key of an output directory inside the package's checkpoints."""
+    try:
+        rel = Path(out).resolve().relative_to(tiny.CHECKPOINT_DIR.resolve())
+    except ValueError:
+        return None
+    return "" if rel.as_posix() == "." else rel.as_posix()
+
+
+def update_anchor(key: str, digest: str, source: Path = TINY_SOURCE) -> None:
+    """Rewrite (or add) ``key``'s entry of the ``ANCHORS = {...}`` block in ``tiny.py``."""
+    text = source.read_text()
+    start = text.index("ANCHORS = {\n")
+    end = text.index("\n}\n", start)
+    lines = text[start:end].split("\n")
+    entry = f"    {json.dumps(key)}: {json.dumps(digest)},"
+    prefix = f"    {json.dumps(key)}:"
+    hits = [i for i, line in enumerate(lines) if line.startswith(prefix)]
+    if hits:
+        lines[hits[0]] = entry
+    else:
+        lines.append(entry)
+    source.write_text(text[:start] + "\n".join(lines) + text[end:])
 
 
 def training_plays(count: int) -> dict[str, str]:

@@ -4,6 +4,7 @@ import json
 import math
 import pickle
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,7 +115,7 @@ def test_corrupted_checkpoint_is_refused(tmp_path):
     data[-10] ^= 0xFF
     f.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="SHA-256"):
-        tiny.load(directory=d)
+        tiny.load(directory=d, trust_card=True)
 
 
 def test_missing_checkpoint_names_the_file_and_the_fix(tmp_path):
@@ -122,10 +123,10 @@ def test_missing_checkpoint_names_the_file_and_the_fix(tmp_path):
     card = json.loads((d / "card.json").read_text())
     (d / card["checkpoints"][-1]["file"]).unlink()
     with pytest.raises(FileNotFoundError, match="train_tiny.py"):
-        tiny.load(directory=d)
+        tiny.load(directory=d, trust_card=True)
     (d / "card.json").unlink()
     with pytest.raises(FileNotFoundError, match="card"):
-        tiny.load(directory=d)
+        tiny.load(directory=d, trust_card=True)
 
 
 class _Boom:
@@ -142,5 +143,140 @@ def test_a_pickle_is_never_unpickled(tmp_path):
     card["checkpoints"][-1]["sha256"] = tiny._sha256(f)
     (d / "card.json").write_text(json.dumps(card))
     with pytest.raises(Exception) as info:
-        tiny.load(directory=d)
+        tiny.load(directory=d, trust_card=True)
     assert not isinstance(info.value, SystemExit)
+
+
+# --- trust anchors -------------------------------------------------------------------------
+
+
+def test_every_committed_directory_is_anchored():
+    for key in ("", "overfit", "overfit-wd"):
+        d = tiny.CHECKPOINT_DIR / key
+        assert tiny.anchor_key(d) == key
+        assert tiny.card_digest(tiny.card(d)) == tiny.ANCHORS[key]
+        info = tiny.card(d)
+        assert tiny.load(info["final_step"], directory=d)["anchored"]
+
+
+def _zero_a_tensor_and_rehash(d):
+    from safetensors.torch import load_file, save_file
+
+    card = json.loads((d / "card.json").read_text())
+    entry = card["checkpoints"][-1]
+    f = d / entry["file"]
+    state = load_file(str(f))
+    state["tok.weight"] = torch.zeros_like(state["tok.weight"])
+    save_file(state, str(f))
+    entry["sha256"] = tiny._sha256(f)
+    (d / "card.json").write_text(json.dumps(card))
+    return card
+
+
+def test_a_tampered_checkpoint_with_a_rehashed_card_is_refused(tmp_path, monkeypatch):
+    d = _copy(tmp_path)
+    _zero_a_tensor_and_rehash(d)
+    # in place of the committed directory: the anchor catches it
+    monkeypatch.setattr(tiny, "CHECKPOINT_DIR", d)
+    with pytest.raises(RuntimeError, match="ANCHORS"):
+        tiny.load()
+    # anywhere else: refused unless the caller vouches for the card
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="trust_card=True"):
+        tiny.load(directory=d)
+    assert not tiny.load(directory=d, trust_card=True)["anchored"]
+
+
+def test_a_changed_config_or_vocabulary_breaks_the_anchor(tmp_path, monkeypatch):
+    d = _copy(tmp_path)
+    monkeypatch.setattr(tiny, "CHECKPOINT_DIR", d)
+    card = json.loads((d / "card.json").read_text())
+    card["config"]["heads"] = 8
+    (d / "card.json").write_text(json.dumps(card))
+    with pytest.raises(RuntimeError, match="ANCHORS"):
+        tiny.load()
+    card["config"]["heads"] = 4
+    card["vocabulary"][30], card["vocabulary"][31] = card["vocabulary"][31], card["vocabulary"][30]
+    (d / "card.json").write_text(json.dumps(card))
+    with pytest.raises(RuntimeError, match="ANCHORS"):
+        tiny.load()
+    card["vocabulary"][30], card["vocabulary"][31] = card["vocabulary"][31], card["vocabulary"][30]
+    (d / "card.json").write_text(json.dumps(card, indent=4))   # layout does not matter
+    assert tiny.load()["anchored"]
+
+
+@pytest.mark.parametrize("name", ["../x.safetensors", "/etc/passwd", "sub/step.safetensors",
+                                  ".hidden.safetensors", "card.json", 7])
+def test_file_entries_must_be_plain_names(tmp_path, name):
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    card["checkpoints"][-1]["file"] = name
+    (d / "card.json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match="plain file names"):
+        tiny.load(directory=d, trust_card=True)
+
+
+def test_a_symlinked_checkpoint_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    f = d / card["checkpoints"][-1]["file"]
+    target = tmp_path / "elsewhere.safetensors"
+    f.rename(target)
+    f.symlink_to(target)
+    with pytest.raises(ValueError, match="symbolic link"):
+        tiny.load(directory=d, trust_card=True)
+
+
+def test_a_bad_config_in_a_trusted_card_is_refused(tmp_path):
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    card["config"]["heads"] = "4; rm -rf /"
+    (d / "card.json").write_text(json.dumps(card))
+    with pytest.raises(ValueError, match="config"):
+        tiny.load(directory=d, trust_card=True)
+
+
+def test_tensors_come_from_the_hashed_bytes(tmp_path, monkeypatch):
+    """The file is read once: swapping it after the hash cannot change what is loaded."""
+    d = _copy(tmp_path)
+    card = json.loads((d / "card.json").read_text())
+    f = d / card["checkpoints"][-1]["file"]
+    reads = []
+    real = type(f).read_bytes
+
+    def read_bytes(self):
+        reads.append(self.name)
+        return real(self)
+
+    monkeypatch.setattr(type(f), "read_bytes", read_bytes)
+    import safetensors.torch as st
+    monkeypatch.setattr(st, "load_file", lambda *a, **k: pytest.fail("reopened the file"))
+    tiny.load(directory=d, trust_card=True)
+    assert reads.count(f.name) == 1
+
+
+def test_decode_refuses_ids_outside_the_vocabulary(m):
+    assert tiny.decode([0, 1], m["chars"]) == m["chars"][0] + m["chars"][1]
+    for bad in ([-1], [m["vocab"]], [1.5]):
+        with pytest.raises(ValueError, match="ids"):
+            tiny.decode(bad, m["chars"])
+
+
+def test_train_script_rewrites_the_anchor(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "train_tiny", Path(__file__).resolve().parents[1] / "scripts" / "train_tiny.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    src = tmp_path / "tiny.py"
+    src.write_text(Path(tiny.__file__).read_text())
+    mod.update_anchor("overfit", "ab" * 32, src)
+    mod.update_anchor("new-run", "cd" * 32, src)
+    ns = {}
+    text = src.read_text()
+    block = text[text.index("ANCHORS = {"):text.index("\n}\n", text.index("ANCHORS = {")) + 2]
+    exec(block, ns)
+    assert ns["ANCHORS"] == {**tiny.ANCHORS, "overfit": "ab" * 32, "new-run": "cd" * 32}
+    assert mod.anchor_key(tiny.CHECKPOINT_DIR / "overfit") == "overfit"
+    assert mod.anchor_key(tmp_path) is None

@@ -26,5 +26,5 @@ def test_training_is_seeded_and_writes_a_loadable_card(tmp_path):
                 "corpus", "wall_seconds", "torch", "uniform_loss"):
         assert key in a
     assert a["corpus"]["sha256"] == tiny.CORPUS_SHA256
-    m = tiny.load(directory=tmp_path / "a")
+    m = tiny.load(directory=tmp_path / "a", trust_card=True)
     assert m["step"] == 3 and m["parameters"] == a["parameters"]

@@ -50,9 +50,10 @@ def release(tmp_path_factory):
                 right = rng.random(N_IDS) < acc
                 pick = np.where(right, answers, (answers + rng.integers(1, 6, N_IDS)) % 6)
                 z[np.arange(N_IDS), pick] += rng.uniform(0.5, 2, N_IDS) * sharp
-                recs = [{"id": i, "logits_options": z[i].astype(np.float32)} for i in rng.permutation(N_IDS)]
+                recs = [{"id": int(i), "logits_options": z[i].astype(np.float32)}
+                        for i in rng.permutation(N_IDS)]
                 with open(root / "outputs_base" / f"{model}_{task}_{prompt}_icl1.pkl", "wb") as f:
-                    pickle.dump(recs, f)
+                    pickle.dump(recs, f, protocol=4)   # as the release was written
     return root, truth
 
 
@@ -246,3 +247,64 @@ def test_temperature(release, outputs):
 
 def test_bad_directory(outputs):
     assert "is not a directory" in outputs["bad"]
+
+
+def _ye_module():
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import _ye
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    return _ye
+
+
+def _numpy1_pickle(records) -> bytes:
+    """Protocol 4 bytes exactly as numpy 1.x writes them: ``numpy.core.multiarray`` (numpy 2
+    writes ``numpy._core.multiarray``); the FRAME length is fixed up after the rename."""
+    import pickletools
+
+    data = pickle.dumps(records, protocol=4)
+    new = "numpy.core.multiarray".encode()
+    if b"numpy._core.multiarray" in data:
+        old = "numpy._core.multiarray".encode()
+        data = data.replace(b"\x8c" + bytes([len(old)]) + old, b"\x8c" + bytes([len(new)]) + new)
+        assert data[2:3] == b"\x95"  # one FRAME holding everything after the 11-byte header
+        data = data[:3] + (len(data) - 11).to_bytes(8, "little") + data[11:]
+    names = [a for op, a, _ in pickletools.genops(data) if op.name == "SHORT_BINUNICODE"]
+    assert "numpy.core.multiarray" in names and "_reconstruct" in names
+    return data
+
+
+def test_release_layout_from_numpy1_is_read(tmp_path):
+    _ye = _ye_module()
+    recs = [{"id": i, "logits_options": np.arange(6, dtype=np.float32) * i} for i in range(4)]
+    f = tmp_path / "m_t_base_icl1.pkl"
+    f.write_bytes(_numpy1_pickle(recs))
+    got = _ye.read_logits(f)
+    assert [r["id"] for r in got] == [0, 1, 2, 3]
+    for r, want in zip(got, recs):
+        assert r["logits_options"].dtype == np.float32
+        assert np.array_equal(r["logits_options"], want["logits_options"])
+
+
+class _RunsACommand:
+    def __reduce__(self):
+        import os
+        return (os.system, ("echo pwned > PWNED_MARKER",))
+
+
+def test_a_pickle_that_runs_a_command_is_refused(tmp_path, monkeypatch):
+    _ye = _ye_module()
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "evil_t_base_icl1.pkl"
+    f.write_bytes(pickle.dumps([{"id": 0, "logits_options": _RunsACommand()}], protocol=4))
+    with pytest.raises(SystemExit, match="evil_t_base_icl1.pkl.*not allowed"):
+        _ye.read_logits(f)
+    assert not (tmp_path / "PWNED_MARKER").exists()
+    # the right globals but the wrong structure are refused as well
+    f.write_bytes(pickle.dumps({"id": 0, "logits_options": np.zeros(6, np.float32)}, protocol=4))
+    with pytest.raises(SystemExit, match="evil_t_base_icl1.pkl"):
+        _ye.read_logits(f)
+    f.write_bytes(pickle.dumps([{"id": 0, "logits_options": np.zeros(5, np.float32)}], protocol=4))
+    with pytest.raises(SystemExit, match="float array of 6"):
+        _ye.read_logits(f)

@@ -11,10 +11,13 @@ with ``<prompt>`` one of ``base``, ``shared``, ``task``. Task and model names ma
 underscores: the task is recognised as the longest ``_<task>`` suffix (after removing the
 prompt) that names a file in ``data/``.
 
-**Pickle.** The upstream release ships its logits as pickle files, and unpickling can run
-arbitrary code. These scripts unpickle only files inside the directory the user passes on the
-command line (the release they downloaded themselves); nothing in the book or the tests loads
-a pickle from anywhere else, and the tests write their own fixture.
+**Pickle.** The upstream release ships its logits as pickle files, and a plain ``pickle.load``
+can run arbitrary code. These scripts read them with a restricted unpickler
+(:func:`read_logits`) that admits only what the release contains: a list of dicts
+``{"id": int, "logits_options": float32 array of 6}``, pickled with protocol 4 under numpy
+1.x, whose arrays are rebuilt through ``numpy.core.multiarray._reconstruct`` (numpy 2 keeps
+that module as an alias of ``numpy._core``), ``numpy.ndarray`` and ``numpy.dtype``. Any other
+global, or any other structure, is refused with an error naming the file.
 
 Conventions (our reading of the upstream script; check them against it before relying on a
 third decimal):
@@ -47,6 +50,57 @@ DEMONSTRATIONS = frozenset({1, 3, 5, 7, 9})
 SPLIT_SEED = 42
 ALPHA = 0.1
 SUFFIX = "_icl1.pkl"
+
+
+_RECONSTRUCT = np.ndarray((0,)).__reduce__()[0]  # numpy's _reconstruct, in numpy 1 and 2
+_ALLOWED = {
+    ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+}
+
+
+class _ReleaseUnpickler(pickle.Unpickler):
+    """Resolves only the four globals a release file's numpy arrays need; nothing else."""
+
+    def find_class(self, module, name):
+        try:
+            return _ALLOWED[(module, name)]
+        except KeyError:
+            raise pickle.UnpicklingError(f"global {module}.{name} is not allowed") from None
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("persistent ids are not allowed")
+
+
+def read_logits(path: Path) -> list[dict]:
+    """Read one ``outputs_base/*.pkl`` file with the restricted unpickler and check its layout.
+
+    Returns ``[{"id": int, "logits_options": float32 array of 6}, ...]``; raises ``SystemExit``
+    naming the file for anything else (a disallowed global, another structure or dtype).
+    """
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            records = _ReleaseUnpickler(fh).load()
+    except Exception as exc:  # noqa: BLE001 - any failure: refuse the file, name it
+        raise SystemExit(f"{path}: refused, not a release logits file ({type(exc).__name__}: "
+                         f"{exc})") from None
+    if not isinstance(records, list):
+        raise SystemExit(f"{path}: refused, expected a list of records, got {type(records).__name__}")
+    out = []
+    for r in records:
+        z = r.get("logits_options") if isinstance(r, dict) else None
+        ok = (isinstance(r, dict) and set(r) <= {"id", "logits_options"}
+              and isinstance(r.get("id"), (int, np.integer)) and not isinstance(r["id"], bool)
+              and isinstance(z, np.ndarray) and z.dtype in (np.float32, np.float64)
+              and z.shape == (len(LETTERS),))
+        if not ok:
+            raise SystemExit(f"{path}: refused, each record must be {{'id': int, "
+                             f"'logits_options': float array of {len(LETTERS)}}}, got {r!r:.200}")
+        out.append({"id": int(r["id"]), "logits_options": z})
+    return out
 
 
 def release_dir(argv: list[str]) -> Path:
@@ -99,9 +153,8 @@ def load(root: Path) -> dict:
             print(f"# skipped {f.name}: not <model>_<task>_<prompt>{SUFFIX}", file=sys.stderr)
             continue
         model = model_task[: -len(task) - 1]
-        with open(f, "rb") as fh:  # the user's own copy of the release (see module docstring)
-            records = pickle.load(fh)
-        table = {int(r["id"]): np.asarray(r["logits_options"], dtype=np.float64) for r in records}
+        records = read_logits(f)
+        table = {r["id"]: np.asarray(r["logits_options"], dtype=np.float64) for r in records}
         missing = [i for i in out[task]["ids"] if i not in table]
         if missing:
             raise SystemExit(f"{f.name} has no logits for {len(missing)} questions of {task} "

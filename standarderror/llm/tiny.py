@@ -252,12 +252,43 @@ def parameter_count(model: nn.Module) -> int:
 # --------------------------------------------------------------------------------------
 
 
+#: Trust anchors: the SHA-256 of each committed checkpoint directory's card, in canonical JSON
+#: (:func:`card_digest`), keyed by the directory's path under :data:`CHECKPOINT_DIR` ("" is the
+#: directory itself). The card lists every file's SHA-256, the configuration and the vocabulary,
+#: so these constants vouch for all of them. ``scripts/train_tiny.py`` rewrites the entry of a
+#: directory it trains into.
+ANCHORS = {
+    "": "1a3a12686b53cfd162dc4d2afa3900e0424acf5f151994fe1d99a958155d52c6",
+    "overfit": "30f45ddcd0495a6e7a49b963c8f991dc5b6a396e226c7ecb0d8340c51214ee1a",
+    "overfit-wd": "85aed32cae584310ef459034d6eee613226bfb823e05752dacce390ffba8e9f9",
+}
+_FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.safetensors")
+
+
 def _sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def card_digest(info: dict) -> str:
+    """SHA-256 of a card in canonical JSON (sorted keys, no spaces, ASCII): independent of how
+    the file was indented or of its line endings."""
+    text = json.dumps(info, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def anchor_key(directory: Path | str) -> str | None:
+    """The key of ``directory`` in :data:`ANCHORS`, or ``None`` if it is not anchored."""
+    try:
+        rel = Path(directory).resolve().relative_to(Path(CHECKPOINT_DIR).resolve())
+    except ValueError:
+        return None
+    key = rel.as_posix()
+    key = "" if key == "." else key
+    return key if key in ANCHORS else None
 
 
 def card(directory: Path | None = None) -> dict:
@@ -271,8 +302,50 @@ def card(directory: Path | None = None) -> dict:
     return json.loads(path.read_text())
 
 
-def load(step: int | None = None, *, directory: Path | str | None = None) -> dict:
+def _checked_card(directory: Path, trust_card: bool) -> dict:
+    """The card of ``directory``, vouched for by :data:`ANCHORS` (or by the caller)."""
+    info = card(directory)
+    key = anchor_key(directory)
+    if key is not None:
+        digest = card_digest(info)
+        if digest != ANCHORS[key]:
+            raise RuntimeError(
+                f"{Path(directory) / 'card.json'} has canonical SHA-256 {digest}, but "
+                f"standarderror.llm.tiny.ANCHORS[{key!r}] records {ANCHORS[key]}: the card or "
+                "its checkpoints were changed; reinstall standarderror (or `git checkout` the "
+                "directory), or retrain with scripts/train_tiny.py, which updates the anchor"
+            )
+    elif not trust_card:
+        raise ValueError(
+            f"directory {str(directory)!r} is not a committed checkpoint directory, so nothing "
+            "vouches for its card.json; pass trust_card=True to load your own model (its files "
+            "are then checked against the SHA-256 values that card records)"
+        )
+    if not isinstance(info, dict):
+        raise ValueError(f"{Path(directory) / 'card.json'} must hold a JSON object")
+    cfg = info.get("config")
+    fields = {"block", "layers", "heads", "width"}
+    if (not isinstance(cfg, dict) or not set(cfg) <= fields
+            or not all(type(v) is int and 0 < v <= 1 << 16 for v in cfg.values())):
+        raise ValueError(f"card config must map {sorted(fields)} to positive integers, got {cfg!r}")
+    chars = info.get("vocabulary")
+    if (not isinstance(chars, list) or len(chars) < 2 or len(set(chars)) != len(chars)
+            or not all(isinstance(c, str) and len(c) == 1 for c in chars)):
+        raise ValueError("card vocabulary must be a list of distinct single characters")
+    if len(chars) != info.get("vocab_size", len(chars)):
+        raise ValueError("card vocabulary and vocab_size disagree")
+    return info
+
+
+def load(step: int | None = None, *, directory: Path | str | None = None,
+         trust_card: bool = False) -> dict:
     """Load a committed checkpoint after verifying its SHA-256.
+
+    The card of a committed directory (the package's ``checkpoints`` and its ``overfit`` and
+    ``overfit-wd`` runs) must match the trust anchor held in this file (:data:`ANCHORS`); the
+    card then vouches for each checkpoint's SHA-256, its configuration and its vocabulary. File
+    entries must be plain names of ``.safetensors`` files inside the directory (no paths, no
+    symbolic links), and the tensors are parsed from the very bytes that were hashed.
 
     Parameters
     ----------
@@ -280,31 +353,44 @@ def load(step: int | None = None, *, directory: Path | str | None = None) -> dic
         Training step of one of the checkpoints saved along the run; ``None`` loads the final one.
     directory : path, optional
         Where the checkpoints and ``card.json`` live (default: the package's ``checkpoints``).
+    trust_card : bool, default False
+        Required for any other directory (a model you retrained yourself): you vouch for its
+        ``card.json``, and each file is checked against the SHA-256 that card records.
 
     Returns
     -------
     dict
         ``model`` (a :class:`GPT` in eval mode, float32), ``chars`` (the vocabulary, a list),
         ``stoi`` (char -> index), ``vocab`` (its size), ``parameters`` (count), ``step``,
-        ``sha256`` (verified), ``path`` and ``card``.
+        ``sha256`` (verified), ``path``, ``card`` and ``anchored`` (True when the card matched
+        :data:`ANCHORS`).
     """
-    from safetensors.torch import load_file
+    from safetensors.torch import load as load_bytes
 
     directory = Path(directory or CHECKPOINT_DIR)
-    info = card(directory)
+    info = _checked_card(directory, trust_card)
     entries = {c["step"]: c for c in info["checkpoints"]}
     if step is None:
         step = info["final_step"]
     if step not in entries:
         raise ValueError(f"step must be one of {sorted(entries)} (the saved checkpoints), got {step}")
     entry = entries[step]
-    path = directory / entry["file"]
+    name = entry.get("file")
+    if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+        raise ValueError(
+            f"card.json names the checkpoint file {name!r}: entries must be plain file names "
+            "ending in .safetensors, inside the checkpoint directory"
+        )
+    path = directory / name
+    if path.is_symlink():
+        raise ValueError(f"checkpoint {path} is a symbolic link; copy the file in instead")
     if not path.exists():
         raise FileNotFoundError(
             f"checkpoint {path} is missing; reinstall standarderror or retrain with "
             "`python scripts/train_tiny.py`"
         )
-    digest = _sha256(path)
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise RuntimeError(
             f"checkpoint {path} has SHA-256 {digest}, but card.json records {entry['sha256']}: "
@@ -312,8 +398,10 @@ def load(step: int | None = None, *, directory: Path | str | None = None) -> dic
         )
     chars = info["vocabulary"]
     cfg = Config(vocab=len(chars), **info["config"])
+    if cfg.width % cfg.heads:
+        raise ValueError(f"card config: width {cfg.width} is not a multiple of heads {cfg.heads}")
     model = GPT(cfg)
-    state = {k: v.float() for k, v in load_file(str(path)).items()}
+    state = {k: v.float() for k, v in load_bytes(data).items()}
     model.load_state_dict(state)
     model.eval()
     return {
@@ -326,6 +414,7 @@ def load(step: int | None = None, *, directory: Path | str | None = None) -> dic
         "sha256": digest,
         "path": str(path),
         "card": info,
+        "anchored": anchor_key(directory) is not None,
     }
 
 
@@ -342,7 +431,13 @@ def encode(text: str, stoi: dict[str, int]) -> np.ndarray:
 
 
 def decode(ids, chars: list[str]) -> str:
-    return "".join(chars[int(i)] for i in ids)
+    """Characters for integer ids in ``[0, len(chars))``; any other id raises ``ValueError``."""
+    out = []
+    for i in ids:
+        if isinstance(i, (bool, np.bool_)) or int(i) != i or not 0 <= int(i) < len(chars):
+            raise ValueError(f"ids must be integers in [0, {len(chars)}), got {i!r}")
+        out.append(chars[int(i)])
+    return "".join(out)
 
 
 def batches(split_name: str = "test", count: int = 10, size: int = 16, seed: int = 0, *,

@@ -1,26 +1,43 @@
-"""Sphinx extension for the book: the ``{pin}`` role that checks quoted numbers at build time.
+"""Sphinx extension for the book: checked quotes (``{pin}``) and no unchecked number on a page.
 
-In a lecture's prose, ``{pin}`name=0.5466``` renders as ``0.5466``. While the executed notebook
-is parsed, the role looks up the value the code pinned under ``name`` (see
+**Pinned quotes.** In a lecture's prose, ``{pin}`name=0.5466``` renders as ``0.5466``. While the
+executed notebook is parsed, the role looks up the value the code pinned under ``name`` (see
 :func:`standarderror.book.pin`) and compares it with the literal at the precision written.
-Every problem is reported with the lecture and line, and the build then fails:
+``{pin}`ep3_temperature:name=0.5466``` quotes a value pinned on another page of the same build
+(the page's docname or its last component); it is checked once every page has been read.
+Every problem is reported with the page and line, and the build then fails:
 
 * the literal differs from the computed value (names quantity, quoted and computed values);
-* the quote names a value the lecture's code never pinned (an unknown name);
-* the lecture pinned a value that its prose never quotes (a computed value nobody checks);
+* the quote names a value the page's code never pinned (an unknown name);
+* the value was glued by something other than :func:`~standarderror.book.pin` (plain
+  ``myst_nb.glue``), or the same name was pinned more than once (one name, one value);
+* the value was not computed by an execution in *this* build: each build exports a fresh random
+  nonce to the kernels it starts and ``pin()`` stores it with the value, so stored outputs (a
+  page with ``execution_mode: "off"``, a stored ``.ipynb``, a cache) are refused;
+* the page pinned a value that its own prose never quotes (a computed value nobody checks);
 * the role's text is malformed (not ``name=number``).
 
-The failure is raised from ``build-finished``, so it cannot be skipped by building without
-``-W``: any pin problem makes ``jupyter-book build`` exit non-zero.
+**Numbers.** After each page is read, :func:`standarderror.sphinxext.numbers.scan` finds every
+number a reader sees (prose, headings, admonitions, lists, tables, figure captions, alt text);
+each must be inside a ``{pin}`` quote or inside a *setting* phrase the page declares in its front
+matter (``settings:``, a list of strings) or the book declares in ``se_settings``. A bare number
+is reported as ``path:line`` with the number and its sentence. The check is always on.
+
+Every failure is raised from ``build-finished``, so it cannot be skipped by building without
+``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero.
 """
 
 from __future__ import annotations
+
+import os
+import secrets
 
 from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.book import check_quote
+from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote
+from standarderror.sphinxext import numbers
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +49,8 @@ def _state(env) -> dict:
 
 
 def _doc(env, docname: str) -> dict:
-    return _state(env).setdefault(docname, {"quoted": set(), "problems": []})
+    return _state(env).setdefault(docname, {"quoted": set(), "problems": [], "values": {},
+                                            "cross": [], "cross_problems": []})
 
 
 def _glued(document) -> dict | None:
@@ -40,6 +58,73 @@ def _glued(document) -> dict | None:
     if renderer is None:
         return None
     return renderer.renderer.nb_client.glue_data
+
+
+def _build_nonce() -> str:
+    return os.environ.get(NONCE_ENV, "")
+
+
+def _builder_inited(app):
+    """A fresh nonce per build; the kernels started by this build inherit it."""
+    os.environ[NONCE_ENV] = secrets.token_hex(16)
+
+
+def _pinned_values(env, document) -> dict:
+    """This page's glued values: name -> (raw value, None) or (None, why it cannot be quoted).
+
+    Also records the good values on the page's record, for quotes from other pages.
+    """
+    temp = env.temp_data
+    if temp.get("se_pinned_doc") == id(document):
+        return temp["se_pinned"]
+    glued = _glued(document) or {}
+    out = {}
+    for key, output in glued.items():
+        meta = (output.get("metadata") or {}).get(PIN_METADATA)
+        raw = (output.get("data") or {}).get("text/plain")
+        if not isinstance(meta, dict):
+            out[key] = (None, f"{key!r} was glued by something other than pin() (plain "
+                              "myst_nb.glue?); glue quoted values with standarderror.book.pin")
+        elif meta.get("nonce") != _build_nonce():
+            out[key] = (None, f"the value of {key!r} was not computed by an execution in this "
+                              "build (a stored output: per-page execution_mode, a stored .ipynb "
+                              "or a cache); the page must execute at build time")
+        elif int(meta.get("count", 1)) > 1:
+            out[key] = (None, f"{key!r} was pinned {meta.get('count')} times; a name is pinned "
+                              "once (one name, one value)")
+        else:
+            out[key] = (raw, None)
+    temp["se_pinned_doc"] = id(document)
+    temp["se_pinned"] = out
+    _doc(env, env.docname)["values"] = {k: v for k, (v, why) in out.items() if why is None}
+    return out
+
+
+def _compare(key: str, quoted: str, raw) -> str | None:
+    """None if ``quoted`` is ``raw`` at the quoted precision, else the problem."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return f"value pinned as {key!r} is not a number: {raw!r}"
+    try:
+        ok, rendered = check_quote(quoted, value)
+    except ValueError as exc:
+        return str(exc)
+    if not ok:
+        return f"quantity {key!r}: quoted {quoted}, computed {rendered} (exact value {raw})"
+    return None
+
+
+def _split(text: str):
+    """``[page:]name=number`` -> (page or None, name, quoted), or None if malformed."""
+    key, sep, quoted = text.partition("=")
+    key, quoted = key.strip(), quoted.strip()
+    if not sep or not key or not quoted:
+        return None
+    page, colon, name = key.rpartition(":")
+    if colon and (not page or not name):
+        return None
+    return (page or None), name, quoted
 
 
 def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -52,39 +137,79 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         full = f"pin {where}: {msg}"
         record["problems"].append(full)
         logger.error(full, location=(env.docname, lineno), type="pin")
-        return [nodes.inline(rawtext, text, classes=["pin", "pin-error"])], []
+        return [nodes.inline(rawtext, text, classes=[numbers.PIN_CLASS, "pin-error"])], []
 
-    key, sep, quoted = text.partition("=")
-    key, quoted = key.strip(), quoted.strip()
-    if not sep or not key or not quoted:
-        return problem(f"malformed pin {text!r}: write {{pin}}`name=0.123`")
-    record["quoted"].add(key)
-    glued = _glued(document)
-    if glued is None:
-        return problem(f"quote {key}={quoted} has no computed value behind it: "
-                       "this page is not an executed notebook")
-    if key not in glued:
-        known = ", ".join(sorted(glued)) or "none"
-        return problem(f"unknown pinned name {key!r} (quoted {quoted}); the code pinned: {known}. "
-                       f"Call pin({key!r}, value) in a code cell before this paragraph")
-    raw = glued[key]["data"].get("text/plain")
+    parts = _split(text)
+    if parts is None:
+        return problem(f"malformed pin {text!r}: write {{pin}}`name=0.123` "
+                       "(or {pin}`page:name=0.123` for a value pinned on another page)")
+    page, key, quoted = parts
     try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        return problem(f"value pinned as {key!r} is not a number: {raw!r}")
-    try:
-        ok, rendered = check_quote(quoted, value)
+        parse_quote(quoted)
     except ValueError as exc:
         return problem(str(exc))
-    if not ok:
-        return problem(f"quantity {key!r}: quoted {quoted}, computed {rendered} (exact value {raw})")
-    return [nodes.inline(rawtext, quoted, classes=["pin"])], []
+    if page is not None:  # checked once every page has been read (_check_cross_pages)
+        record["cross"].append((page, key, quoted, lineno))
+        return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+    record["quoted"].add(key)
+    if _glued(document) is None:
+        return problem(f"quote {key}={quoted} has no computed value behind it: "
+                       "this page is not an executed notebook")
+    pinned = _pinned_values(env, document)
+    if key not in pinned:
+        known = ", ".join(sorted(pinned)) or "none"
+        return problem(f"unknown pinned name {key!r} (quoted {quoted}); the code pinned: {known}. "
+                       f"Call pin({key!r}, value) in a code cell before this paragraph")
+    raw, why = pinned[key]
+    if why is not None:
+        return problem(why)
+    err = _compare(key, quoted, raw)
+    if err:
+        return problem(err)
+    return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+
+
+def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """The ``{pin}`` role of :mod:`standarderror.sphinxext.numbers`' command line.
+
+    Nothing is executed there, so a quote is only marked as pinned, not compared.
+    """
+    parts = _split(text)
+    quoted = parts[2] if parts else text
+    return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+
+
+def _check_numbers(app, doctree):
+    env = app.env
+    record = _doc(env, env.docname)
+    path = env.doc2path(env.docname)
+    try:
+        shown = os.path.relpath(path, app.srcdir)
+    except ValueError:
+        shown = str(path)
+    page_phrases, setting_problems = numbers.read_settings(path)
+    book = app.config[numbers.CONFIG_KEY] or []
+    phrases = [str(p) for p in book] + page_phrases
+    findings = numbers.scan(doctree, phrases)
+    record["numbers"] = [f.as_dict() for f in findings]
+    record["setting_problems"] = setting_problems
+    text = "".join(doctree.astext().split())
+    record["unused_settings"] = [p for p in page_phrases if "".join(p.split()) not in text]
+    for msg in setting_problems:
+        full = f"number {shown}: {msg}"
+        record["problems"].append(full)
+        logger.error(full, location=env.docname, type="pin")
+    for f in findings:
+        if f.cls == "bare":
+            full = numbers.message(shown, f)
+            record["problems"].append(full)
+            logger.error(full, location=(env.docname, f.line), type="pin")
 
 
 def _doctree_read(app, doctree):
-    """After a page is read: every value the code pinned must be quoted somewhere."""
+    """After a page is read: its numbers are all accounted for, and every pin is quoted."""
     env = app.env
-    from myst_nb.core.render import NbElementRenderer  # noqa: F401  (ensures myst-nb is present)
+    _check_numbers(app, doctree)
     from myst_nb.sphinx_ import NbMetadataCollector
 
     data = NbMetadataCollector.get_doc_data(env).get(env.docname, {})
@@ -96,6 +221,38 @@ def _doctree_read(app, doctree):
                f"quote it as {{pin}}`{key}=...` or stop pinning it")
         _doc(env, env.docname)["problems"].append(msg)
         logger.error(msg, location=env.docname, type="pin")
+
+
+def _check_cross_pages(app, env):
+    """Quotes of values pinned on other pages, once every page has been read."""
+    state = _state(env)
+    by_base: dict = {}
+    for doc in state:
+        by_base.setdefault(doc.rsplit("/", 1)[-1], []).append(doc)
+    for docname, record in state.items():
+        record["cross_problems"] = []
+        for page, key, quoted, lineno in record.get("cross", []):
+            where = f"pin {docname}:{lineno}: {page}:{key}"
+            if page in state:
+                source = page
+            elif len(by_base.get(page, [])) == 1:
+                source = by_base[page][0]
+            else:
+                hint = ("several pages are called that; use the full docname"
+                        if by_base.get(page) else "no page of this build is called that")
+                record["cross_problems"].append(f"{where}: unknown page {page!r} ({hint})")
+                continue
+            values = state[source].get("values", {})
+            if key not in values:
+                record["cross_problems"].append(
+                    f"{where}: page {source!r} pinned no quotable value {key!r} in this build "
+                    f"(it pinned: {', '.join(sorted(values)) or 'none'})")
+                continue
+            err = _compare(key, quoted, values[key])
+            if err:
+                record["cross_problems"].append(f"{where}: {err}")
+        for msg in record["cross_problems"]:
+            logger.error(msg, location=docname, type="pin")
 
 
 def _purge(app, env, docname):
@@ -111,10 +268,12 @@ def _merge(app, env, docnames, other):
 def _finished(app, exception):
     if exception is not None:
         return
-    problems = [p for rec in _state(app.env).values() for p in rec["problems"]]
+    problems = [p for rec in _state(app.env).values()
+                for p in rec["problems"] + rec.get("cross_problems", [])]
     if problems:
         raise ExtensionError(
-            f"{len(problems)} pin problem(s): a quoted number differs from, or has no, computed value:\n  "
+            f"{len(problems)} pin problem(s): a quoted number differs from, or has no, computed "
+            "value, or a number on a page is neither pinned nor declared:\n  "
             + "\n  ".join(problems)
         )
 
@@ -128,14 +287,9 @@ def _release_codec_hijack() -> None:
     the bibliography fails with "decoding with 'ulatex' codec failed". Unregistering it in the
     Sphinx process restores normal codec lookup; nothing in the book uses that codec.
     """
-    import codecs
+    from standarderror import release_codec_hijack
 
-    try:
-        from future_typing import codec
-    except ImportError:
-        return
-    for _ in range(16):  # registered once per import of the .pth hook; unregister is idempotent
-        codecs.unregister(codec.search_function)
+    release_codec_hijack()
 
 
 def _offer_ipynb(app, pagename, templatename, context, doctree):
@@ -182,10 +336,13 @@ def setup(app):
     app.connect("html-page-context", _offer_ipynb, priority=400)
     app.connect("html-page-context", _dedupe_scripts)
     _release_codec_hijack()
+    app.add_config_value(numbers.CONFIG_KEY, [], "env", types=[list])
     app.add_role("pin", pin_role)
+    app.connect("builder-inited", _builder_inited)
     app.connect("doctree-read", _doctree_read)
+    app.connect("env-check-consistency", _check_cross_pages)
     app.connect("env-purge-doc", _purge)
     app.connect("env-merge-info", _merge)
     app.connect("build-finished", _finished)
     return {"version": "0.1", "parallel_read_safe": False, "parallel_write_safe": True,
-            "env_version": 1}
+            "env_version": 2}
