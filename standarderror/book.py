@@ -13,6 +13,7 @@ precision written and fails the build if they differ (see :func:`check_quote`).
 from __future__ import annotations
 
 import math
+import os
 import platform
 import re
 from dataclasses import dataclass
@@ -22,7 +23,15 @@ import numpy as np
 #: The mime-type prefix myst-nb uses for glued values that are not displayed.
 GLUE_PREFIX = "application/papermill.record/"
 
+#: Environment variable holding the current build's nonce: :mod:`standarderror.sphinxext` sets a
+#: fresh random value when a build starts, the kernels it starts inherit it, and :func:`pin`
+#: stores it with each value, so a value from an earlier execution cannot pass as a fresh one.
+NONCE_ENV = "STANDARDERROR_BUILD_NONCE"
+#: Output-metadata key under which :func:`pin` marks its values (nonce, times pinned).
+PIN_METADATA = "standarderror"
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_PINNED: dict[str, int] = {}  # name -> times pinned in this kernel
 
 
 def pin(name: str | None = None, value=None, /, **named) -> None:
@@ -34,7 +43,10 @@ def pin(name: str | None = None, value=None, /, **named) -> None:
         pin(acc=accuracy, ece_t1=ece[1.0])    # several names in one call
 
     Each value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
-    full float precision. Returns ``None``, so a cell that ends with ``pin(...)`` shows nothing.
+    full float precision, together with the build's nonce (:data:`NONCE_ENV`) and how many times
+    this kernel pinned the name: the build refuses a value from another execution, and a name
+    pinned twice (one name, one value). Returns ``None``, so a cell that ends with ``pin(...)``
+    shows nothing.
     """
     if name is None and value is None:
         if not named:
@@ -54,10 +66,12 @@ def pin(name: str | None = None, value=None, /, **named) -> None:
         return None
     if get_ipython() is None:
         return None
+    _PINNED[name] = _PINNED.get(name, 0) + 1
     display(
         {GLUE_PREFIX + "text/plain": repr(number)},
         raw=True,
-        metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}},
+        metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX},
+                  PIN_METADATA: {"nonce": os.environ.get(NONCE_ENV, ""), "count": _PINNED[name]}},
     )
     return None
 

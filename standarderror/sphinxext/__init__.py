@@ -37,7 +37,8 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote
-from standarderror.sphinxext import numbers
+
+PIN_CLASS = "pin"  # the class of a quote's span; the numbers scan counts it as pinned
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         full = f"pin {where}: {msg}"
         record["problems"].append(full)
         logger.error(full, location=(env.docname, lineno), type="pin")
-        return [nodes.inline(rawtext, text, classes=[numbers.PIN_CLASS, "pin-error"])], []
+        return [nodes.inline(rawtext, text, classes=[PIN_CLASS, "pin-error"])], []
 
     parts = _split(text)
     if parts is None:
@@ -150,7 +151,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         return problem(str(exc))
     if page is not None:  # checked once every page has been read (_check_cross_pages)
         record["cross"].append((page, key, quoted, lineno))
-        return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+        return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
     record["quoted"].add(key)
     if _glued(document) is None:
         return problem(f"quote {key}={quoted} has no computed value behind it: "
@@ -166,7 +167,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     err = _compare(key, quoted, raw)
     if err:
         return problem(err)
-    return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
 
 
 def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -176,10 +177,12 @@ def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, conte
     """
     parts = _split(text)
     quoted = parts[2] if parts else text
-    return [nodes.inline(rawtext, quoted, classes=[numbers.PIN_CLASS])], []
+    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
 
 
 def _check_numbers(app, doctree):
+    from standarderror.sphinxext import numbers
+
     env = app.env
     record = _doc(env, env.docname)
     path = env.doc2path(env.docname)
@@ -336,7 +339,7 @@ def setup(app):
     app.connect("html-page-context", _offer_ipynb, priority=400)
     app.connect("html-page-context", _dedupe_scripts)
     _release_codec_hijack()
-    app.add_config_value(numbers.CONFIG_KEY, [], "env", types=[list])
+    app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
     app.add_role("pin", pin_role)
     app.connect("builder-inited", _builder_inited)
     app.connect("doctree-read", _doctree_read)
