@@ -52,39 +52,11 @@ SCORES = ("max probability", "entropy", "margin")
 # --------------------------------------------------------------------------------------
 
 
-def _log_array(z, name: str) -> np.ndarray:
-    """A float array (at least 1-D, classes on the last axis) with no NaN and no +inf;
-    -inf is allowed (a zero probability) but every row needs one finite entry."""
-    try:
-        a = np.asarray(z, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric, got {type(z).__name__}: {exc}") from None
-    if a.ndim < 1 or a.size == 0:
-        raise ValueError(f"{name} must be a non-empty array with classes on the last axis")
-    if a.shape[-1] < 2:
-        raise ValueError(f"{name} must have at least two classes (last axis), got shape {a.shape}")
-    if np.isnan(a).any():
-        raise ValueError(f"{name} contains NaN; clean or drop those rows first")
-    if np.isposinf(a).any():
-        raise ValueError(f"{name} contains +inf; logits and log-probabilities must be finite or -inf")
-    if not np.isfinite(a).any(axis=-1).all():
-        raise ValueError(f"{name} has a row with every entry -inf; each row needs a finite entry")
-    return a
-
-
-def _normalised_logp(logp, name: str = "logp", *, atol: float = 1e-6) -> np.ndarray:
-    """2-D log-probabilities whose rows exponentiate to sum to one."""
-    a = _log_array(logp, name)
-    if a.ndim != 2:
-        raise ValueError(f"{name} must have 2 dimensions (rows x classes), got shape {a.shape}")
-    if a.max() > 0:
-        raise ValueError(f"{name} must be log-probabilities (<= 0); got a maximum of {a.max():.3g}. "
-                         "Pass scale(logits, 1.0) to normalise logits")
-    err = np.abs(np.exp(a).sum(axis=1) - 1).max()
-    if err > atol:
-        raise ValueError(f"rows of exp({name}) must sum to one (largest deviation {err:.3g}); "
-                         "pass scale(logits, 1.0) to normalise logits")
-    return a
+# Shared with binning, training and coverage: :func:`standarderror._checks.log_array` and
+# :func:`standarderror._checks.log_probabilities` (the local names are kept for this module).
+_log_array = _checks.log_array
+_normalised_logp = _checks.log_probabilities
+normalised_logp = _checks.log_probabilities
 
 
 def _log_of(p, name: str = "p") -> np.ndarray:
@@ -96,7 +68,7 @@ def _log_of(p, name: str = "p") -> np.ndarray:
 
 def _correct(correct, name: str = "correct") -> np.ndarray:
     """A 1-D boolean array (bools or 0/1 values)."""
-    a = np.asarray(correct)
+    a = _checks.real(correct, name)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty one-dimensional array, got shape {a.shape}")
     if a.dtype == bool:
@@ -109,12 +81,9 @@ def _correct(correct, name: str = "correct") -> np.ndarray:
 
 def _score(score, name: str = "score") -> np.ndarray:
     """A 1-D float array without NaN (infinite scores are allowed: they sort first or last)."""
-    try:
-        a = np.asarray(score)
-        if a.dtype.kind != "f":  # keep float64 or longdouble as given
-            a = a.astype(float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must be numeric: {exc}") from None
+    a = _checks.real(score, name)
+    if a.dtype.kind != "f":  # keep float64 or longdouble as given
+        a = a.astype(float)
     if a.ndim != 1 or a.size == 0:
         raise ValueError(f"{name} must be a non-empty one-dimensional array, got shape {a.shape}")
     if np.isnan(a).any():
@@ -135,6 +104,8 @@ def _temperatures(ts, name: str = "temperatures") -> tuple[float, ...]:
 def _sequence_index(sequence, rows: int, name: str = "sequence") -> tuple[np.ndarray, int]:
     """Dense 0..S-1 ids of the sequences (windows) rows belong to; needs S >= 2."""
     s = np.asarray(sequence)
+    if s.dtype.kind not in "biuf":
+        s = _checks.real(s, name) if s.dtype.kind in "cO" else s  # ids may be strings
     if s.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {s.shape}")
     if s.shape[0] != rows:
@@ -150,10 +121,7 @@ def _sequence_index(sequence, rows: int, name: str = "sequence") -> tuple[np.nda
     return idx.reshape(-1), count
 
 
-def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
+_positive_int = _checks.positive_int
 
 
 # --------------------------------------------------------------------------------------
@@ -278,9 +246,10 @@ def ece(confidence, correct, bins: int = 15, adaptive: bool = False) -> float:
     With ``adaptive=False`` (Guo et al., 2017) bin :math:`b` holds the confidences in
     :math:`(e_{b-1}, e_b]` with edges ``numpy.linspace(0, 1, B + 1)``, the first bin also
     holding exactly 0. With ``adaptive=True``
-    the bins hold equal numbers of predictions: rows are sorted by confidence (ties in their
-    original order) and split into ``bins`` consecutive groups whose sizes differ by at most
-    one (``numpy.array_split``). Empty bins contribute nothing.
+    the bins hold equal numbers of predictions: rows are sorted by confidence and split into
+    ``bins`` consecutive groups whose sizes differ by at most one (``numpy.array_split``),
+    except that every copy of a tied confidence joins the bin of its first copy, so the result
+    does not depend on the order of the rows. Empty bins contribute nothing.
 
     Parameters
     ----------
@@ -316,8 +285,9 @@ def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
     ``numpy.linspace(0, 1, B + 1)``, the first bin also holding 0. (Comparing with the stored
     edges, not computing ``ceil(c * B)``, keeps a confidence such as 0.4 with B = 35 in the bin
     whose upper edge it is.) Equal mass (``adaptive=True``): values sorted by confidence
-    (stable) are cut into ``bins`` consecutive groups whose sizes differ by at most one, larger
-    groups first (``numpy.array_split``).
+    are cut into ``bins`` consecutive groups whose sizes differ by at most one, larger groups
+    first (``numpy.array_split``); all copies of a tied value then join the bin of the first
+    copy, so the bins do not depend on the order of the rows (a bin may grow, or stay empty).
 
     Parameters
     ----------
@@ -342,10 +312,17 @@ def _bins(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:
         edges = np.linspace(0.0, 1.0, bins + 1)
         return np.clip(np.searchsorted(edges, c, side="left") - 1, 0, bins - 1)
     c2 = np.atleast_2d(c)
-    sizes = np.array([len(a) for a in np.array_split(np.arange(c2.shape[1]), bins)])
+    n = c2.shape[1]
+    sizes = np.array([len(a) for a in np.array_split(np.arange(n), bins)])
+    slot = np.repeat(np.arange(bins), sizes)  # the bin of each position in sorted order
     order = np.argsort(c2, axis=1, kind="stable")
+    ranked = np.take_along_axis(c2, order, axis=1)
+    # every copy of a tied value goes to the bin of its first copy (row order cannot matter)
+    first = np.zeros(c2.shape, dtype=np.int64)
+    np.copyto(first[:, 1:], np.arange(1, n), where=ranked[:, 1:] != ranked[:, :-1])
+    np.maximum.accumulate(first, axis=1, out=first)
     which = np.empty(c2.shape, dtype=np.int64)
-    np.put_along_axis(which, order, np.broadcast_to(np.repeat(np.arange(bins), sizes), c2.shape), axis=1)
+    np.put_along_axis(which, order, slot[first], axis=1)
     return which.reshape(c.shape)
 
 
@@ -521,9 +498,9 @@ def _inversions(a: np.ndarray) -> int:
 
 
 def _held_out(count: int, size: int, seed: int, step) -> dict:
-    from standarderror.uncertainty import coverage
+    from standarderror.llm.predictions import predictions
 
-    return coverage.predictions(count=count, size=size, seed=seed, step=step)
+    return predictions(count=count, size=size, seed=seed, step=step)
 
 
 def temperature_table(temperatures=TEMPERATURES, *, data: dict | None = None, count: int = 10,

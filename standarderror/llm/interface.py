@@ -1,0 +1,538 @@
+r"""One model interface: what a measurement needs from a language model.
+
+Every measurement of the book talks to a language model through :class:`LanguageModel`:
+
+* ``encode`` / ``decode`` -- text to token ids and back (no special tokens added);
+* :meth:`~LanguageModel.window_logprobs` -- log-probabilities of the next token at every
+  position of a batch of equal-length windows (held-out text);
+* :meth:`~LanguageModel.next_token_logprobs` -- the next-token distribution after each of a
+  batch of contexts of any lengths;
+* :meth:`~LanguageModel.continuation_logprob` -- :math:`\log p(\text{continuation} \mid
+  \text{context})`, the sum of the continuation's token log-probabilities;
+* :meth:`~LanguageModel.sample` -- ``m`` continuations per context at a temperature, cut by a
+  stop rule (by default: one word, :func:`one_word`).
+
+A backend implements only :meth:`~LanguageModel.logits` (a forward pass) and the
+tokenizer; everything else is written once here, so the two backends measure the same way:
+
+* :class:`TinyLM` -- the committed character model (:mod:`standarderror.llm.tiny`), whose
+  log-probabilities are exactly those the lectures measure;
+* :class:`HFModel` -- any ``transformers`` causal LM with its tokenizer
+  (``AutoModelForCausalLM`` / ``AutoTokenizer``, from a local directory or a hub name;
+  ``pip install standarderror[hf]``).
+
+A serving engine (vLLM's offline ``LLM`` with ``prompt_logprobs`` / ``logprobs``, or an
+OpenAI-compatible endpoint returning log-probabilities) fits behind the same methods: it
+returns top-k log-probabilities rather than whole rows, which is what the streamed
+measurements of :mod:`standarderror.llm.measure` keep anyway. No such backend ships: it could
+not be tested here (see the page "Measure your own model").
+
+**Bad input is never silently measured.** A context longer than the model's window is cut
+from the left and *counted* (``truncated`` in every result); a continuation that alone does
+not fit raises; a tokenizer that maps characters of the text to its unknown token raises and
+names them; an answer that has not ended within ``max_tokens`` is cut there and counted
+(``unterminated``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+#: Characters that continue a word (as in :mod:`standarderror.llm.semantic`).
+WORD = re.compile(r"[A-Za-z']+")
+#: Upper bound on the float64 elements of one block of log-probabilities (128 MiB).
+MAX_ELEMENTS = 1 << 24
+
+
+def one_word(text: str) -> str | None:
+    """The stop rule "one word": the answer once it is known, else ``None``.
+
+    A continuation that starts with a word (letters and apostrophes) ends when a character
+    that cannot continue the word follows it; the answer is the word. A continuation that
+    starts with anything else ends at once, and its answer is that character stripped of
+    whitespace (possibly ``""``). This is :mod:`standarderror.llm.semantic`'s rule.
+    """
+    if not text:
+        return None
+    m = WORD.match(text)
+    if m is None:
+        return text[:1].strip()
+    return m.group() if m.end() < len(text) else None
+
+
+def first_word(text: str) -> str:
+    """The answer of a continuation that was cut before it ended (see :func:`one_word`)."""
+    m = WORD.match(text)
+    return m.group() if m else text[:1].strip()
+
+
+def _rows_per_block(width: int, vocab: int) -> int:
+    return max(1, MAX_ELEMENTS // max(1, width * vocab))
+
+
+@dataclass
+class LanguageModel:
+    """Base class of the backends. Subclasses set the fields and implement :meth:`logits`,
+    :meth:`encode` and :meth:`decode`.
+
+    Attributes
+    ----------
+    name, tokenizer_name : str
+        What the results record.
+    vocab_size : int
+        Columns of every log-probability row.
+    window : int
+        The most tokens one forward pass may hold.
+    character_level : bool
+        One token per character. Otherwise words carry their leading space (BPE,
+        SentencePiece), and the tasks move a context's trailing whitespace into the
+        continuation, so that ``"... the"`` + ``" king"`` is scored as the model saw it in
+        training rather than as a lone space followed by ``"king"``.
+    prefix : list of int
+        Token ids put before every context (a BOS token where the tokenizer adds one).
+    """
+
+    name: str
+    tokenizer_name: str
+    vocab_size: int
+    window: int
+    character_level: bool
+    prefix: list = field(default_factory=list)
+    parameters: int = 0
+
+    # ---- to implement ------------------------------------------------------------------
+    def logits(self, ids: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+        """Float logits for ``ids`` (batch x time): every position, or with ``last`` (one
+        index per row) only those positions (batch x vocab)."""
+        raise NotImplementedError
+
+    def encode(self, text: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        """What a results file records about the model."""
+        return {"name": self.name, "tokenizer": self.tokenizer_name, "vocab": self.vocab_size,
+                "window": self.window, "parameters": self.parameters,
+                "character_level": self.character_level, "backend": type(self).__name__}
+
+    # ---- written once ------------------------------------------------------------------
+    @torch.no_grad()
+    def window_logprobs(self, ids) -> np.ndarray:
+        """Float64 log-probabilities (batch x time x vocab) of the next token at every
+        position of equal-length windows (``log_softmax`` of the logits cast to float64)."""
+        x = self._windows(ids)
+        return torch.log_softmax(self.logits(x).double().cpu(), dim=-1).numpy()
+
+    def _windows(self, ids) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(ids), dtype=torch.long)
+        if x.ndim != 2:
+            raise ValueError(f"ids must be (batch, time), got shape {tuple(x.shape)}")
+        if x.shape[1] > self.window:
+            raise ValueError(f"windows of {x.shape[1]} tokens exceed {self.name}'s window of "
+                             f"{self.window}; pass a shorter block")
+        return x
+
+    @torch.no_grad()
+    def next_token_logprobs(self, contexts) -> np.ndarray:
+        """Float64 log-probabilities (n x vocab) of the token after each context (token id
+        sequences of any lengths, each at most ``window``). Contexts are right-padded: in a
+        causal model padding after the last real token cannot change it."""
+        lengths = np.array([len(c) for c in contexts])
+        if lengths.size == 0:
+            raise ValueError("contexts is empty")
+        if lengths.min() < 1:
+            raise ValueError("every context needs at least one token")
+        if lengths.max() > self.window:
+            raise ValueError(f"a context of {lengths.max()} tokens exceeds the window of "
+                             f"{self.window}; truncate it first")
+        out = np.empty((len(contexts), self.vocab_size))
+        order = np.argsort(-lengths, kind="stable")  # similar lengths share a batch
+        step = _rows_per_block(1, self.vocab_size) if self.vocab_size > 4096 else 1024
+        step = max(1, min(step, 1024))
+        for lo in range(0, len(order), step):
+            rows = order[lo:lo + step]
+            width = int(lengths[rows].max())
+            x = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                x[r, :lengths[i]] = torch.as_tensor(np.asarray(contexts[i]), dtype=torch.long)
+            last = torch.as_tensor(lengths[rows] - 1)
+            z = self.logits(x, last)
+            out[rows] = torch.log_softmax(z.double().cpu(), dim=-1).numpy()
+        return out
+
+    def check_text(self, text: str, ids=None) -> None:
+        """Raise if the tokenizer cannot represent ``text`` (see the backends)."""
+
+    def split_context(self, context: str) -> tuple[str, str]:
+        """``(context, moved)``: for subword tokenizers the context's trailing whitespace is
+        moved to the start of the continuation (see :attr:`character_level`)."""
+        if self.character_level:
+            return context, ""
+        stripped = context.rstrip()
+        return stripped, context[len(stripped):]
+
+    def pair(self, context: str, continuation: str) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Token ids of a context and its continuation, tokenised together.
+
+        ``encode(context + continuation)`` is split after the longest prefix it shares with
+        ``encode(context)``. Returns ``(context_ids, continuation_ids, merged)``; ``merged``
+        is True when a token straddles the boundary (it is then scored with the continuation).
+        """
+        c = self.encode(context)
+        full = self.encode(context + continuation)
+        k = min(len(c), len(full))
+        same = c[:k] == full[:k]
+        k = k if same.all() else int(np.argmin(same))
+        return full[:k], full[k:], k < len(c)
+
+    def _fit(self, ctx: np.ndarray, need: int) -> tuple[np.ndarray, bool]:
+        """Prefix + context cut from the left so that ``need`` more tokens fit the window."""
+        room = self.window - need - len(self.prefix)
+        if room < 1:
+            raise ValueError(f"{need} continuation tokens leave no room for a context in the "
+                             f"{self.window}-token window of {self.name}")
+        cut = len(ctx) > room
+        return np.concatenate([np.asarray(self.prefix, dtype=np.int64), ctx[-room:]]), cut
+
+    @torch.no_grad()
+    def continuation_logprob(self, contexts, continuations) -> dict:
+        r""":math:`\log p(\text{continuation} \mid \text{context})` for each pair, summed over
+        the continuation's tokens (float64).
+
+        Subword tokenizers: the context's trailing whitespace is moved into the continuation
+        (:meth:`split_context`), which scores the same string. Contexts too long for the
+        window are cut from the left and counted.
+
+        Returns
+        -------
+        dict
+            ``logprob`` (n,), ``tokens`` (continuation tokens per pair), ``truncated``
+            (contexts cut), ``merged`` (pairs whose boundary fell inside a token).
+        """
+        if len(contexts) != len(continuations):
+            raise ValueError("contexts and continuations must have the same length")
+        seqs, starts, conts = [], [], []
+        truncated = merged = 0
+        for ctx, cont in zip(contexts, continuations):
+            c, moved = self.split_context(ctx)
+            ci, oi, mg = self.pair(c, moved + cont)
+            self.check_text(c + moved + cont, np.concatenate([ci, oi]))
+            if len(oi) == 0:
+                raise ValueError(f"continuation {cont!r} has no tokens")
+            ci, cut = self._fit(ci, len(oi))
+            if len(ci) == 0:
+                raise ValueError("an empty context needs a prefix token (BOS) to be scored")
+            truncated += cut
+            merged += mg
+            seqs.append(np.concatenate([ci, oi]))
+            starts.append(len(ci))
+            conts.append(oi)
+        out = np.empty(len(seqs))
+        lengths = np.array([len(s) for s in seqs])
+        order = np.argsort(-lengths, kind="stable")
+        step = max(1, min(256, _rows_per_block(int(lengths.max()), self.vocab_size)))
+        for lo in range(0, len(order), step):
+            rows = order[lo:lo + step]
+            width = int(lengths[rows].max())
+            x = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                x[r, :lengths[i]] = torch.as_tensor(seqs[i])
+            z = self.logits(x)
+            for r, i in enumerate(rows):
+                s, o = starts[i], torch.as_tensor(conts[i])
+                lp = torch.log_softmax(z[r, s - 1:s - 1 + len(o)].double().cpu(), dim=-1)
+                out[i] = float(lp.gather(1, o[:, None]).sum())
+        return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
+                "truncated": int(truncated), "merged": int(merged)}
+
+    @torch.no_grad()
+    def sample(self, contexts, m: int, *, temperature: float = 0.5, max_tokens: int = 16,
+               seed: int = 0, greedy: bool = False, stop=one_word) -> dict:
+        r"""``m`` sampled answers per context, each continuation cut by ``stop``.
+
+        The samples of one context grow on a prefix tree, as in
+        :func:`standarderror.llm.semantic.sample`: at each depth every live prefix is run
+        once, and the ``c`` samples on it draw their next tokens jointly from
+        :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\log p / T))` with
+        ``numpy.random.default_rng(seed)``; a prefix stops when ``stop`` returns its answer.
+        The law is that of ``m`` independent samples; with a character tokenizer and the
+        same seed the draws are those of ``semantic.sample``. ``temperature=0`` is greedy.
+        (Each depth re-runs the whole prefix: simple, and fine for short answers; a serving
+        engine with prefix caching would not redo that work.)
+
+        Returns
+        -------
+        dict
+            ``answers`` (n lists of m strings, in a seeded random order), ``greedy`` (the
+            argmax-decoded answer per context, when asked), ``unterminated`` (samples cut
+            at ``max_tokens`` before ``stop`` ended them), ``truncated`` (contexts cut to
+            fit the window).
+        """
+        if not isinstance(m, (int, np.integer)) or m < 1:
+            raise ValueError(f"m must be a positive integer, got {m!r}")
+        if not np.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+        if not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        prompts, moved, truncated = [], [], 0
+        for ctx in contexts:
+            c, mv = self.split_context(ctx)
+            ids = self.encode(c)
+            self.check_text(c, ids)
+            ids, cut = self._fit(ids, max_tokens)
+            truncated += cut
+            prompts.append(ids)
+            moved.append(mv)
+        rng = np.random.default_rng(seed)
+        per = max(1, 1024 // min(m, 16))
+        out, best, counts = [], [], {"unterminated": 0}
+        for q0 in range(0, len(prompts), per):
+            ps, mv = prompts[q0:q0 + per], moved[q0:q0 + per]
+            first = self.next_token_logprobs(ps)
+            for words in self._tree(ps, mv, first, m, temperature, rng, max_tokens, stop,
+                                    counts):
+                out.append([words[j] for j in rng.permutation(m)])
+            if greedy:
+                best.extend(w[0] for w in self._tree(ps, mv, first, 1, 0.0, rng, max_tokens,
+                                                     stop, {"unterminated": 0}))
+        res = {"answers": out, "unterminated": counts["unterminated"], "truncated": truncated}
+        if greedy:
+            res["greedy"] = best
+        return res
+
+    def _tree(self, prompts, moved, logp, m, temperature, rng, steps, stop, counts):
+        nq = len(prompts)
+        node_q = np.arange(nq)
+        node_tok: list[list[int]] = [[] for _ in range(nq)]
+        node_count = np.full(nq, m)
+        done: list[list[str]] = [[] for _ in range(nq)]
+        for i in range(steps):
+            parent, tok, c = self._draw(logp, node_count, temperature, rng)
+            keep = []
+            for pr, tk, k in zip(parent, tok, c):
+                toks = node_tok[pr] + [int(tk)]
+                text = self.decode(toks)
+                q = node_q[pr]
+                if moved[q] and text.startswith(moved[q]):
+                    text = text[len(moved[q]):]
+                answer = stop(text)
+                if answer is None and i + 1 == steps:
+                    answer = first_word(text)
+                    counts["unterminated"] += int(k)
+                if answer is None:
+                    keep.append((pr, toks, k))
+                else:
+                    done[q].extend([answer] * int(k))
+            if not keep:
+                break
+            node_q = np.array([node_q[pr] for pr, _, _ in keep])
+            node_tok = [t for _, t, _ in keep]
+            node_count = np.array([k for _, _, k in keep])
+            logp = self.next_token_logprobs(
+                [np.concatenate([prompts[q], np.asarray(t, dtype=np.int64)])
+                 for q, t in zip(node_q, node_tok)])
+        return done
+
+    @staticmethod
+    def _draw(logp, node_count, temperature, rng):
+        """Children of each live prefix: (parent, token, count) with positive counts."""
+        parents, toks, cs = [], [], []
+        step = _rows_per_block(1, logp.shape[1])
+        for lo in range(0, logp.shape[0], step):
+            lp, nc = logp[lo:lo + step], node_count[lo:lo + step]
+            if temperature == 0:
+                counts = np.zeros(lp.shape, dtype=np.int64)
+                counts[np.arange(len(nc)), lp.argmax(-1)] = nc
+            else:
+                p = torch.softmax(torch.from_numpy(lp) / temperature, dim=-1).numpy()
+                p /= p.sum(1, keepdims=True)
+                counts = rng.multinomial(nc, p)
+            parent, tok = np.nonzero(counts)
+            parents.append(parent + lo)
+            toks.append(tok)
+            cs.append(counts[parent, tok])
+        return np.concatenate(parents), np.concatenate(toks), np.concatenate(cs)
+
+
+# --------------------------------------------------------------------------------------
+# Our tiny model
+# --------------------------------------------------------------------------------------
+
+
+class TinyLM(LanguageModel):
+    """The committed character model behind the interface.
+
+    ``TinyLM()`` loads the final checkpoint through :func:`standarderror.llm.tiny.load`
+    (hash-verified); ``TinyLM(loaded)`` wraps a dict that function returned. Its window
+    log-probabilities are :func:`standarderror.llm.tiny.log_probabilities`, bit for bit.
+    """
+
+    def __init__(self, loaded: dict | None = None, *, step: int | None = None):
+        from standarderror.llm import tiny
+
+        self.loaded = loaded if loaded is not None else tiny.load(step)
+        net = self.loaded["model"]
+        super().__init__(name=f"tiny (step {self.loaded['step']})", tokenizer_name="characters",
+                         vocab_size=self.loaded["vocab"], window=net.cfg.block,
+                         character_level=True, parameters=self.loaded["parameters"])
+        self.model = net
+        self.sha256 = self.loaded["sha256"]
+
+    def info(self) -> dict:
+        return {**super().info(), "step": self.loaded["step"], "sha256": self.sha256}
+
+    def logits(self, ids, last=None):
+        z = self.model(ids)
+        return z if last is None else z[torch.arange(z.shape[0]), last]
+
+    @torch.no_grad()
+    def window_logprobs(self, ids) -> np.ndarray:
+        from standarderror.llm import tiny
+
+        return tiny.log_probabilities(self.model, self._windows(ids))
+
+    def encode(self, text: str) -> np.ndarray:
+        from standarderror.llm import tiny
+
+        return tiny.encode(text, self.loaded["stoi"])
+
+    def decode(self, ids) -> str:
+        from standarderror.llm import tiny
+
+        return tiny.decode(ids, self.loaded["chars"])
+
+
+# --------------------------------------------------------------------------------------
+# Any transformers causal LM
+# --------------------------------------------------------------------------------------
+
+_WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.msgpack", "*.h5", "*.gguf")
+
+
+class HFModel(LanguageModel):
+    """A ``transformers`` causal LM and its tokenizer behind the interface.
+
+    Parameters
+    ----------
+    source : str or path
+        A local directory (``config.json``, weights, tokenizer files) or a hub name. A path
+        that does not exist, or a directory without weights, raises ``FileNotFoundError``.
+    device : str
+        ``"cpu"``, ``"cuda"``, ... (``"auto"``: CUDA when available).
+    dtype : str
+        ``"float32"`` (default), ``"bfloat16"`` or ``"float16"``. Log-probabilities are always
+        computed in float64 from the model's logits.
+    local_only : bool
+        Never reach the network (default True: set False to download a hub model).
+    """
+
+    def __init__(self, source, *, device: str = "auto", dtype: str = "float32",
+                 local_only: bool = True):
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise RuntimeError("the transformers backend needs `pip install "
+                               "standarderror[hf]` (transformers and tokenizers)") from exc
+        src = str(source)
+        path = Path(src).expanduser()
+        looks_local = path.is_absolute() or src.startswith((".", "~")) or path.exists() \
+            or src.count("/") > 1 or src.endswith(("/", "\\"))
+        if looks_local or path.exists():
+            if not path.exists():
+                raise FileNotFoundError(f"model directory {src} does not exist")
+            if not path.is_dir():
+                raise FileNotFoundError(f"{src} is not a directory; pass the directory that "
+                                        "holds config.json and the weights")
+            if not (path / "config.json").exists():
+                raise FileNotFoundError(f"{src} holds no config.json: not a transformers "
+                                        "model directory")
+            if not any(any(path.glob(g)) for g in _WEIGHTS):
+                raise FileNotFoundError(f"{src} holds no weights (no *.safetensors or *.bin); "
+                                        "save the model with save_pretrained() first")
+            src = str(path)
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16,
+                  "float16": torch.float16}
+        if dtype not in dtypes:
+            raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=local_only)
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=dtypes[dtype],
+                                                     local_files_only=local_only)
+        self.model = model.to(device).eval()
+        self.device = device
+        cfg = model.config
+        window = None
+        for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
+            window = window or getattr(cfg, key, None)
+        if not window:
+            raise ValueError(f"{src}: the config names no context window "
+                             "(max_position_embeddings or n_positions)")
+        tok = self.tokenizer
+        vocab = model.get_output_embeddings().weight.shape[0]
+        pieces = tok.convert_ids_to_tokens(list(range(min(len(tok), 4096))))
+        character_level = all(len(tok.convert_tokens_to_string([p])) <= 1 for p in pieces
+                              if p is not None and p not in tok.all_special_tokens)
+        probe = tok("a")["input_ids"]
+        prefix = [tok.bos_token_id] if (tok.bos_token_id is not None and probe
+                                        and probe[0] == tok.bos_token_id) else []
+        super().__init__(name=str(source), tokenizer_name=type(tok).__name__
+                         + (f" ({tok.name_or_path})" if tok.name_or_path else ""),
+                         vocab_size=int(vocab), window=int(window),
+                         character_level=character_level, prefix=prefix,
+                         parameters=int(sum(p.numel() for p in model.parameters())))
+        self.softcap = getattr(cfg, "final_logit_softcapping", None)
+
+    def info(self) -> dict:
+        return {**super().info(), "model_type": self.model.config.model_type,
+                "dtype": str(next(self.model.parameters()).dtype).replace("torch.", ""),
+                "device": self.device}
+
+    def logits(self, ids, last=None):
+        ids = ids.to(self.device)
+        if last is None or self.softcap:
+            z = self.model(input_ids=ids, use_cache=False).logits
+            return z if last is None else z[torch.arange(z.shape[0]), last.to(self.device)]
+        # Only the rows needed: the final hidden state at ``last``, through the output head
+        # (never a batch x time x vocab tensor for a 32k+ vocabulary).
+        h = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
+        h = h[torch.arange(h.shape[0], device=h.device), last.to(h.device)]
+        return self.model.get_output_embeddings()(h)
+
+    def encode(self, text: str) -> np.ndarray:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return np.asarray(ids, dtype=np.int64)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
+                                     clean_up_tokenization_spaces=False)
+
+    def check_text(self, text: str, ids=None) -> None:
+        unk = self.tokenizer.unk_token_id
+        if unk is None:
+            return
+        ids = self.encode(text) if ids is None else ids
+        if np.any(np.asarray(ids) == unk):
+            vocab = self.tokenizer.get_vocab()
+            missing = sorted({ch for ch in set(text) if ch not in vocab
+                              and unk in self.encode(ch)})
+            raise ValueError(f"the tokenizer of {self.name} maps characters of the text to its "
+                             f"unknown token {self.tokenizer.unk_token!r}: {missing!r}; use "
+                             "text it covers or a tokenizer with byte fallback")
+
+
+def load_model(source=None, **kwargs) -> LanguageModel:
+    """``None`` or ``"tiny"``: our committed model (:class:`TinyLM`); anything else: a
+    ``transformers`` directory or hub name (:class:`HFModel`)."""
+    if source is None or str(source) == "tiny":
+        return TinyLM(step=kwargs.get("step"))
+    kwargs.pop("step", None)
+    return HFModel(source, **kwargs)

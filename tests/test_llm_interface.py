@@ -1,0 +1,127 @@
+"""The model interface (standarderror.llm.interface) on our tiny model, and the moved
+held-out predictions (standarderror.llm.predictions, re-exported as coverage.predictions)."""
+
+import numpy as np
+import pytest
+import torch
+
+from standarderror.llm import interface, predictions as pr, semantic, tiny
+from standarderror.uncertainty import calibration, coverage
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return interface.TinyLM()
+
+
+def _old_predictions(count, size, seed):
+    """The body of coverage.predictions before the move, verbatim in its computation."""
+    m = tiny.load()
+    net = m["model"]
+    logps, ys = [], []
+    for x, y in tiny.batches("test", count, size, seed, block=net.cfg.block, stoi=m["stoi"]):
+        logps.append(tiny.log_probabilities(net, x))
+        ys.append(y.numpy())
+    logp = np.concatenate(logps).reshape(-1, m["vocab"])
+    return {"p": np.exp(logp), "logp": logp, "y": np.concatenate(ys).reshape(-1)}
+
+
+def test_moved_predictions_are_bit_identical():
+    new = coverage.predictions(count=10, size=16, seed=0)
+    old = _old_predictions(10, 16, 0)
+    for key in ("p", "logp", "y"):
+        assert np.array_equal(new[key], old[key]), key
+    assert coverage.predictions is pr.predictions
+
+
+def test_imports_run_one_way():
+    import inspect
+
+    src = inspect.getsource(calibration)
+    assert "uncertainty import coverage" not in src
+    assert "llm.predictions import predictions" in inspect.getsource(calibration._held_out)
+
+
+def test_windows_reproduce_tiny_batches(lm):
+    ids = lm.encode(tiny.split("test"))
+    ours = list(pr.windows(ids, 3, 4, 7, block=64))
+    theirs = list(tiny.batches("test", 3, 4, 7, stoi=lm.loaded["stoi"]))
+    for (x, y), (xt, yt) in zip(ours, theirs):
+        assert np.array_equal(x, xt.numpy()) and np.array_equal(y, yt.numpy())
+    with pytest.raises(ValueError, match="exceed"):
+        next(pr.windows(ids[:100], 2, 2, 0, block=64))
+
+
+def test_next_token_and_continuation_agree_with_windows(lm):
+    text = tiny.split("test")[1000:1064]
+    ids = lm.encode(text)
+    full = lm.window_logprobs(ids[None])[0]                      # (64, V)
+    ctx = [ids[:10], ids[:33], ids[:64]]
+    nt = lm.next_token_logprobs(ctx)                             # mixed lengths, padded
+    np.testing.assert_allclose(nt[0], full[9], atol=1e-5)
+    np.testing.assert_allclose(nt[1], full[32], atol=1e-5)
+    np.testing.assert_allclose(nt[2], full[63], atol=1e-5)
+    r = lm.continuation_logprob([text[:40]], [text[40:52]])
+    want = full[39:51][np.arange(12), ids[40:52]].sum()
+    assert r["tokens"][0] == 12 and r["truncated"] == 0 and r["merged"] == 0
+    assert abs(r["logprob"][0] - want) < 1e-4
+
+
+def test_continuation_matches_the_multiple_choice_scores(lm):
+    from standarderror import multiple_choice as mc
+
+    qs = mc.questions(8, seed=3)
+    ref = mc.option_logits(lm.loaded, qs)
+    n, k = qs["options"].shape
+    r = lm.continuation_logprob([c for c in qs["context"] for _ in range(k)],
+                                list(qs["options"].ravel()))
+    np.testing.assert_allclose(r["logprob"].reshape(n, k), ref, atol=1e-4)
+
+
+def test_long_context_is_cut_and_counted(lm):
+    text = tiny.split("test")[:200]
+    r = lm.continuation_logprob([text[:150]], [text[150:160]])
+    assert r["truncated"] == 1
+    direct = lm.continuation_logprob([text[150 - 54:150]], [text[150:160]])
+    assert r["logprob"][0] == pytest.approx(direct["logprob"][0], abs=1e-9)
+    with pytest.raises(ValueError, match="no room"):
+        lm.continuation_logprob(["ab"], [text[:64]])
+    with pytest.raises(ValueError, match="window"):
+        lm.window_logprobs(np.zeros((1, 65), dtype=np.int64))
+
+
+def test_unknown_characters_are_refused(lm):
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        lm.continuation_logprob(["caf"], ["\u00e9"])
+
+
+def test_sampling_is_semantic_sample_for_a_character_model(lm):
+    qs = semantic.questions(12, seed=5)
+    ours = lm.sample(qs["context"], 10, temperature=0.5, seed=3, greedy=True)
+    ref, greedy = semantic.sample(lm.loaded, qs["context"], 10, temperature=0.5, seed=3,
+                                  greedy=True)
+    assert ours["answers"] == ref and ours["greedy"] == greedy
+    assert ours["truncated"] == 0
+
+
+def test_unterminated_answers_are_counted(lm):
+    qs = semantic.questions(6, seed=1)
+    r = lm.sample(qs["context"], 5, temperature=1.0, max_tokens=1, seed=0)
+    # one character rarely ends a word: most samples are cut, and every cut one is counted
+    words = [w for a in r["answers"] for w in a]
+    assert 0 < r["unterminated"] <= len(words)
+
+
+def test_stop_rule():
+    assert interface.one_word("king") is None
+    assert interface.one_word("king,") == "king"
+    assert interface.one_word("\nX") == ""
+    assert interface.one_word(",") == ","
+    assert interface.first_word("kin") == "kin"
+
+
+def test_logits_last_rows(lm):
+    x = torch.from_numpy(lm.encode(tiny.split("test")[:64])[None].repeat(2, 0))
+    z = lm.logits(x, torch.tensor([5, 63]))
+    full = lm.logits(x)
+    assert torch.equal(z[0], full[0, 5]) and torch.equal(z[1], full[1, 63])
