@@ -270,7 +270,7 @@ def test_every_kind_of_problem_fails_the_build_without_W(tmp_path):
         "'plain' was glued by something other than pin()",
         "the value of 'old' was not computed by an execution in this build",   # stale page
         "lectures/page.md:",                                            # path:line of numbers
-        "bare number 0.7 in \"Our model scores 0.7 on the test.\"",
+        "bare number 0.7: \"Our model scores 0.7 on the test.\" --",
         "bare number 0.42 in a figure caption",
         "bare number 0.9 in alt text",
         "page:share: quantity 'share': quoted 22.7%, computed 22.5%",  # cross-page drift

@@ -244,22 +244,21 @@ def _line_of(node) -> int | None:
     return None
 
 
+_SENTENCE_END = re.compile(r"[.;!?]\s")
+
+
 def _context(text: str, start: int, end: int, width: int = 70) -> str:
+    """The sentence around a token (at most ``width`` characters either side)."""
     lo = max(0, start - width)
     hi = min(len(text), end + width)
-    # widen to the sentence where it is close
-    for stop in (". ", "; ", ": "):
-        j = text.rfind(stop, lo, start)
-        if j >= 0:
-            lo = j + len(stop)
-            break
-    for stop in (". ", "; "):
-        j = text.find(stop, end, hi)
-        if j >= 0:
-            hi = j + 1
-            break
+    ends = [m.end() for m in _SENTENCE_END.finditer(text, lo, start)]
+    if ends:
+        lo = ends[-1]
+    m = _SENTENCE_END.search(text, end, hi)
+    if m:
+        hi = m.start() + 1
     snippet = " ".join(text[lo:hi].split())
-    return ("..." if lo > 0 else "") + snippet + ("..." if hi < len(text) else "")
+    return ("..." if lo > 0 and not ends else "") + snippet + ("..." if hi < len(text) and not m else "")
 
 
 def _segments(node, mode: str, out: list):
@@ -360,7 +359,7 @@ def message(where: str, f: Finding) -> str:
     what = {"caption": "in a figure caption", "alt": "in alt text", "math": "in inline maths",
             "prose": ""}[f.kind]
     return (f"number {where}:{f.line or '?'}: bare number {f.number} {what}".rstrip()
-            + f' in "{f.context}": pin it ({{pin}}`name={f.number}` with pin(name=...) in code) '
+            + f': "{f.context}" -- pin it ({{pin}}`name={f.number}`, pin(name=...) in code) '
             "or, if the page chose it, declare the phrase under `settings:` in the front matter")
 
 
