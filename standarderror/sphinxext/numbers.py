@@ -201,6 +201,8 @@ _SKIP_CLASS_NAMES = {"desc", "toctree", "bibliography", "meta", "pending_xref_co
 def _skip_subtree(node) -> bool:
     if isinstance(node, _SKIP_TYPES):
         return True
+    if ":docstring of " in (getattr(node, "source", None) or ""):
+        return True  # autodoc: text from the package's docstrings, not from the page
     name = type(node).__name__
     if name in _SKIP_CLASS_NAMES:
         return True
@@ -237,11 +239,29 @@ class Finding:
 
 def _line_of(node) -> int | None:
     while node is not None:
+        if isinstance(node, nodes.row) and not getattr(node, "line", None):
+            line = _row_line(node)
+            if line:
+                return line
         line = getattr(node, "line", None)
         if line:
             return line
         node = node.parent
     return None
+
+
+def _row_line(row) -> int | None:
+    """A markdown table row has no line of its own: the table's line plus its position."""
+    group = row.parent
+    tgroup = group.parent if group is not None else None
+    table = tgroup.parent if tgroup is not None else None
+    if table is None or not getattr(table, "line", None):
+        return None
+    index = group.index(row)
+    if isinstance(group, nodes.tbody):
+        heads = [c for c in tgroup.children if isinstance(c, nodes.thead)]
+        index += (len(heads[0].children) + 1) if heads else 0  # + the |---| line
+    return table.line + index
 
 
 _SENTENCE_END = re.compile(r"[.;!?]\s")
