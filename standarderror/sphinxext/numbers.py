@@ -195,7 +195,7 @@ _SKIP_TYPES = (
     nodes.doctest_block,
 )
 _SKIP_CLASS_NAMES = {"desc", "toctree", "bibliography", "meta", "pending_xref_condition",
-                     "only", "index", "glue"}
+                     "index"}
 
 
 def _skip_subtree(node) -> bool:
@@ -526,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(pages) > 1:
         print(f"total: {total['found']} numbers: {total['pinned']} pinned, "
               f"{total['declared']} declared, {total['bare']} bare")
+    sys.stdout.flush()
     print(f"({time.time() - t0:.1f} s, nothing executed)", file=sys.stderr)
     return 1 if failed else 0
 
