@@ -306,3 +306,12 @@ def test_the_template_has_no_bare_number():
     findings = result["findings"]
     assert not result["problems"] and not result["unused"], result
     assert findings and not [f for f in findings if f["cls"] == "bare"], findings
+
+
+def test_scan_reads_the_text_of_raw_html_but_not_its_tags_or_scripts():
+    tree = _doctree("""
+.. raw:: html
+
+   <p style="width: 300px">measured 0.36</p><script>var x = 0.5;</script>
+""")
+    assert [f.number for f in scan(tree, [])] == ["0.36"]

@@ -129,9 +129,11 @@ def _split(text: str):
 
 
 def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    from standarderror.sphinxext.numbers import place
+
     document = inliner.document
     env = document.settings.env
-    where = f"{env.docname}:{lineno}"
+    where = place(env.docname, lineno)
     record = _doc(env, env.docname)
 
     def problem(msg):

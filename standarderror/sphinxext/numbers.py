@@ -11,7 +11,7 @@ figure captions and image ``alt`` text. Each token is classed as
 * ``bare``: anything else. A bare number fails the build (see :mod:`standarderror.sphinxext`).
 
 Not scanned: code cells and their outputs (except a figure's caption and an image's alt text),
-inline code, literal blocks, display maths, raw, comments, role targets (citations, unresolved
+inline code, literal blocks, display maths, raw non-HTML (raw HTML's text *is* scanned), comments, role targets (citations, unresolved
 cross-references), footnote labels, autodoc descriptions and the generated bibliography. Inline
 maths is scanned, but only its tokens with a decimal point or 3+ digits count.
 
@@ -189,7 +189,7 @@ CHECK, MATH, PIN, SKIP = "check", "math", "pin", "skip"
 
 #: Nodes whose whole subtree a reader does not see as prose (or that is generated later).
 _SKIP_TYPES = (
-    nodes.literal, nodes.literal_block, nodes.math_block, nodes.raw, nodes.comment,
+    nodes.literal, nodes.literal_block, nodes.math_block, nodes.comment,
     nodes.target, nodes.citation, nodes.citation_reference, nodes.footnote_reference,
     nodes.label, nodes.substitution_definition, nodes.system_message, nodes.docinfo,
     nodes.doctest_block,
@@ -198,9 +198,24 @@ _SKIP_CLASS_NAMES = {"desc", "toctree", "bibliography", "meta", "pending_xref_co
                      "index"}
 
 
+_HTML_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
+def _is_html(node) -> bool:
+    return isinstance(node, nodes.raw) and "html" in node.get("format", "").split()
+
+
+def _html_text(html: str) -> str:
+    """What a reader sees of raw HTML: its text, without tags, scripts, styles or comments."""
+    return _HTML_TAG.sub(" ", _HTML_HIDDEN.sub(" ", html))
+
+
 def _skip_subtree(node) -> bool:
     if isinstance(node, _SKIP_TYPES):
         return True
+    if isinstance(node, nodes.raw) and not _is_html(node):
+        return True  # LaTeX and other formats the site does not show
     if ":docstring of " in (getattr(node, "source", None) or ""):
         return True  # autodoc: text from the package's docstrings, not from the page
     name = type(node).__name__
@@ -286,6 +301,8 @@ def _segments(node, mode: str, out: list):
     for child in node.children:
         if isinstance(child, nodes.Text):
             out.append((str(child), mode))
+        elif _is_html(child):
+            out.append((_html_text(child.astext()), mode))
         elif _skip_subtree(child):
             out.append((child.astext(), SKIP))
         elif isinstance(child, nodes.inline) and PIN_CLASS in child.get("classes", []):
@@ -340,6 +357,11 @@ def scan(doctree, phrases: list[str]) -> list[Finding]:
                 continue
             if isinstance(child, nodes.image) and child.get("alt"):
                 _scan_pieces([(child["alt"], CHECK)], _line_of(child), "alt", phrases, findings)
+            if _is_html(child):  # raw HTML in the page's source: its text is prose
+                if not in_output:
+                    _scan_pieces([(_html_text(child.astext()), CHECK)], _line_of(child),
+                                 "prose", phrases, findings)
+                continue
             if in_output or _is_output(child):
                 # code output: only a figure's caption/legend and an image's alt are prose
                 if isinstance(child, (nodes.caption, nodes.legend)):
@@ -375,10 +397,19 @@ def counts(findings: list[Finding]) -> dict:
     return c
 
 
+def place(where: str, line: int | None) -> str:
+    """``page:line``; myst-nb numbers the lines of a stored .ipynb as (cell + 1) * 10000 + line."""
+    if not line:
+        return f"{where}:?"
+    if line >= 10000:
+        return f"{where}:cell {line // 10000 - 1}:line {line % 10000}"
+    return f"{where}:{line}"
+
+
 def message(where: str, f: Finding) -> str:
     what = {"caption": "in a figure caption", "alt": "in alt text", "math": "in inline maths",
             "prose": ""}[f.kind]
-    return (f"number {where}:{f.line or '?'}: bare number {f.number} {what}".rstrip()
+    return (f"number {place(where, f.line)}: bare number {f.number} {what}".rstrip()
             + f': "{f.context}" -- pin it ({{pin}}`name={f.number}`, pin(name=...) in code) '
             "or, if the page chose it, declare the phrase under `settings:` in the front matter")
 
@@ -514,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         for f in findings:
             if f.cls == "bare" or args.all:
                 tag = "" if f.cls == "bare" else f" [{f.cls}]"
-                print(f"{rel}:{f.line or '?'}: {f.number}{tag} ({f.kind}) \"{f.context}\"")
+                print(f"{place(str(rel), f.line)}: {f.number}{tag} ({f.kind}) \"{f.context}\"")
         for phrase in res["unused"]:
             print(f"{rel}: note: setting {phrase!r} occurs nowhere in the page's checked text")
         c = counts(findings)
