@@ -1,4 +1,50 @@
 import os
+from pathlib import Path
 
-# Tests run on the CPU with a fixed thread count so timings and reductions are comparable.
+# Tests run on the CPU with a fixed thread count so timings and reductions are comparable. The
+# kernels that execute the notebooks inherit it; scripts/book.sh sets the same default for the
+# book build, so that a strict re-execution reduces in the same order as the build did.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+
+import nbval_pages  # noqa: E402  (tests/nbval_pages.py: the notebook tests through nbval)
+
+# Per-cell ceiling for notebook cells (nbval's default is 2000 s): the largest per-cell timeout a
+# page sets in its front matter (mystnb.execution_timeout), else _config.yml's 300 s.
+DEFAULT_CELL_TIMEOUT = 300
+
+
+def pytest_configure(config):
+    if getattr(config.option, "nbval_cell_timeout", None) == 2000:  # nbval's default: not set
+        import re
+
+        timeouts = [int(t) for page in nbval_pages.notebook_pages() for t in re.findall(
+            r"execution_timeout:\s*(\d+)", (nbval_pages.ROOT / page).read_text()[:2000])]
+        config.option.nbval_cell_timeout = max(timeouts, default=DEFAULT_CELL_TIMEOUT)
+
+
+def pytest_collect_file(file_path: Path, parent):
+    """Next to tests/test_lectures.py's own tests: one nbval notebook per notebook page."""
+    if file_path.name == "test_lectures.py" and file_path.parent.name == "tests":
+        return nbval_pages.NotebookPages.from_parent(parent, name="notebooks", path=file_path)
+    return None
+
+
+def pytest_report_header(config):
+    if not any(Path(a).name.startswith("test_lectures") or Path(a).name in ("tests", ".")
+               for a in (config.args or ["."])):
+        return None
+    try:
+        plan = nbval_pages.plan()
+    except Exception as exc:  # noqa: BLE001  (the header must not break the run)
+        return f"notebooks: {exc}"
+    strict = [p for p, (how, _, _) in plan.items() if how == "strict"]
+    lax = [p for p, (how, _, _) in plan.items() if how == "lax"]
+    lines = [f"notebooks (NOTEBOOKS_FROM={nbval_pages.mode()}): {len(strict)} re-executed strictly "
+             f"from {nbval_pages.built_dir()}, {len(lax)} executed from source (lax)"]
+    if strict and lax:
+        lines.append("  from source: " + ", ".join(lax))
+    return lines
+
+
+def pytest_unconfigure(config):
+    nbval_pages.cleanup(config)

@@ -1,43 +1,196 @@
-"""Every page in the table of contents that is a notebook executes top to bottom, as a reader's
-Jupyter would run it: converted to .ipynb by jupytext and executed by nbclient, outside the book
-build (so the pins are not checked here; the book build does that)."""
+"""Every page in the table of contents that is a notebook executes top to bottom, through nbval.
 
+The notebook tests themselves are collected next to this file's tests by ``tests/conftest.py``
+(see ``tests/nbval_pages.py``), one nbval notebook per page, reported as ``<page>[lax]::Cell N``
+or ``<page>[strict]::Cell N``:
+
+* ``[lax]``: the page converted by jupytext into a temporary directory and executed by nbval in
+  lax mode, as ``pytest --nbval-lax`` runs it: every cell must run, as in a reader's Jupyter.
+  Always so on a fresh clone, where no book has been built.
+* ``[strict]``: where ``jupyter-book build`` has left a fresh executed notebook of the page,
+  nbval re-executes that notebook in strict mode instead: every printed output, every pinned
+  value (at full precision) and every figure (pixel for pixel) must come out as in the build,
+  after the sanitisers of ``tests/nbval_sanitize.cfg``.
+
+Either way, one execution of each page per test run; the fast tier (``-m "not slow"``) runs
+none. The tests below check the machinery itself, on small throwaway notebooks.
+"""
+
+import base64
+import json
+import os
 import re
-import time
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import jupytext
-import nbclient
+import nbformat
 import pytest
+
+import nbval_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def notebook_pages():
-    toc = (ROOT / "_toc.yml").read_text()
-    pages = []
-    for name in re.findall(r"(?:root|file):\s*(\S+)", toc):
-        path = ROOT / f"{name}.md"
-        if path.exists() and path.read_text().startswith("---\njupytext:"):
-            pages.append(path.relative_to(ROOT).as_posix())
-    return pages
-
-
 def test_there_are_notebook_pages():
-    assert "book/model.md" in notebook_pages()
+    pages = nbval_pages.notebook_pages()
+    assert "book/model.md" in pages
+    assert all((ROOT / p).is_file() for p in pages)
+
+
+def test_every_notebook_page_is_planned_once():
+    plan = nbval_pages.plan()
+    assert sorted(plan) == sorted(nbval_pages.notebook_pages())
+    assert {how for how, _, _ in plan.values()} <= {"strict", "lax", "missing"}
+
+
+def test_sanitisers_are_few_and_each_is_explained():
+    """Every sanitiser in tests/nbval_sanitize.cfg is preceded by a comment saying what varies
+    and where; and there are few of them (each one is a hole in the comparison)."""
+    text = (ROOT / "tests" / "nbval_sanitize.cfg").read_text()
+    patterns = nbval_pages.sanitize_patterns()
+    assert len(patterns) <= 6, "more than six sanitisers: is every one of them needed?"
+    blocks = re.findall(r"((?:^#.*\n)+)^regex: ", text, flags=re.M)
+    assert len(blocks) == len(patterns), "every regex needs a comment block above it"
+    for regex, _ in patterns:
+        re.compile(regex)
+
+
+# --------------------------------------------------------------------------------------------
+# The strict comparison, on a throwaway "book": a page, its built notebook, its glue file
+
+
+PAGE = """\
+---
+jupytext:
+  text_representation:
+    extension: .md
+    format_name: myst
+kernelspec:
+  display_name: Python 3
+  language: python
+  name: python3
+---
+
+# A throwaway page
+
+```{code-cell} ipython3
+from standarderror.book import pin
+print("stable", 1 + 1)
+pin(answer=0.25)
+```
+
+```{code-cell} ipython3
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(2, 2), dpi=50)
+ax.plot([0, 1], [0, 1])
+plt.show()
+```
+"""
+
+
+def _built(tmp_path: Path) -> tuple[Path, Path]:
+    """A page, executed once as the build does: its notebook with outputs, and its pins moved
+    out of the outputs into ``<page>.glue.json`` (what myst-nb stores)."""
+    import nbclient
+
+    page = tmp_path / "lectures" / "page.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE)
+    nb = jupytext.read(page)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                            resources={"metadata": {"path": str(page.parent)}}).execute()
+    glue = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for out in [o for o in cell.outputs if "scrapbook" in o.get("metadata", {})]:
+                name = out.metadata.scrapbook.name
+                glue[name] = {"output_type": "display_data", "metadata": dict(out.metadata),
+                              "data": {"text/plain": out.data[nbval_pages.PIN_PREFIX + "text/plain"]}}
+                cell.outputs.remove(out)
+    built = tmp_path / "_build" / "jupyter_execute" / "lectures"
+    built.mkdir(parents=True)
+    nbformat.write(nb, built / "page.ipynb")
+    (built / "page.glue.json").write_text(json.dumps(glue))
+    return page, built / "page.ipynb"
+
+
+def test_freshness_follows_the_code_cells(tmp_path, monkeypatch):
+    monkeypatch.setattr(nbval_pages, "ROOT", tmp_path)
+    (tmp_path / "standarderror").mkdir()
+    page = tmp_path / "lectures" / "page.md"
+    page.parent.mkdir(parents=True)
+    page.write_text(PAGE)
+    built = tmp_path / "_build" / "jupyter_execute"
+    nb_path = built / "lectures" / "page.ipynb"
+    assert "no built notebook" in nbval_pages.freshness("lectures/page.md", built)[1]
+    nb_path.parent.mkdir(parents=True)
+    nbformat.write(jupytext.read(page), nb_path)
+    assert nbval_pages.freshness("lectures/page.md", built) == (nb_path, None)
+    page.write_text(PAGE.replace("1 + 1", "2 + 0"))
+    assert "code changed" in nbval_pages.freshness("lectures/page.md", built)[1]
+    page.write_text(PAGE)
+    (tmp_path / "standarderror" / "new.py").write_text("")
+    os.utime(nb_path, (1, 1))
+    assert "standarderror/new.py" in nbval_pages.freshness("lectures/page.md", built)[1]
+
+
+def _run_strict(book: Path) -> subprocess.CompletedProcess:
+    """Re-execute the book's built page under the strict check, in a child pytest."""
+    (book / "strict_runner.py").write_text(textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT / "tests")!r})
+        import nbval_pages
+
+        def pytest_collect_file(file_path, parent):
+            if file_path.name == "page.ipynb":
+                nb = nbval_pages.BuiltNotebook.from_parent(parent, path=file_path)
+                nb.page, nb.note = "lectures/page.md", "throwaway"
+                return nb
+    """))
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "strict_runner",
+         "--rootdir", str(book), "--nbval-cell-timeout", "120",
+         str(book / "_build" / "jupyter_execute" / "lectures" / "page.ipynb")],
+        cwd=book, capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(book),
+                 BUILT_NOTEBOOKS=str(book / "_build" / "jupyter_execute")))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", notebook_pages())
-def test_page_executes_as_a_notebook(page, tmp_path):
-    nb = jupytext.read(ROOT / page)
-    timeout = nb.metadata.get("mystnb", {}).get("execution_timeout", 120)
-    start = time.perf_counter()
-    nbclient.NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
-    elapsed = time.perf_counter() - start
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
-    assert not errors
-    (tmp_path / "executed.ipynb").write_text(jupytext.writes(nb, fmt="ipynb"))
-    print(f"{page}: executed in {elapsed:.1f} s")
+def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
+    """A re-execution of an unchanged build passes; a changed print, a changed pin and a
+    changed figure each fail, with the page, the cell and both values in the message."""
+    _, nb_path = _built(tmp_path)
+    same = _run_strict(tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+
+    import io
+
+    from matplotlib import image
+
+    nb = nbformat.read(nb_path, as_version=4)
+    first, second = [c for c in nb.cells if c.cell_type == "code"]
+    first.outputs[0].text = first.outputs[0].text.replace("stable 2", "stable 3")
+    png = image.imread(io.BytesIO(base64.b64decode(second.outputs[0].data["image/png"])))
+    png[2:5, 3:7, :3] = 0.5
+    buffer = io.BytesIO()
+    image.imsave(buffer, png, format="png")
+    second.outputs[0].data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
+    nbformat.write(nb, nb_path)
+    glue = nb_path.with_suffix(".glue.json")
+    glue.write_text(glue.read_text().replace('"0.25"', '"0.26"'))
+    differ = _run_strict(tmp_path)
+    out = differ.stdout
+    assert differ.returncode == 1, out + differ.stderr
+    assert "lectures/page.md, code cell 0: output 'stdout' differs" in out, out
+    assert "stable 3" in out and "stable 2" in out, out
+    assert "code cell 1:" in out and "figure 1: 12 of" in out and "x 3-6, y 2-4" in out, out
+    assert list((tmp_path / "_build" / "nbval-diff").glob("lectures__page-cell1-figure1-*.png"))
+
+    first.outputs[0].text = first.outputs[0].text.replace("stable 3", "stable 2")
+    nbformat.write(nb, nb_path)
+    differ = _run_strict(tmp_path)
+    assert "pin 'answer': the build computed 0.26, the re-execution 0.25" in differ.stdout, differ.stdout

@@ -185,7 +185,7 @@ def test_previous_next_links_walk_the_whole_book():
 
 
 # Modules that are build machinery, not an API a lecture or a reader calls.
-NOT_IN_API = {"standarderror.sphinxext"}
+NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.numbers"}
 
 
 def public_modules() -> list[str]:
@@ -348,6 +348,189 @@ def _console_errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
 
 
+# What a reader does on a page, after the report: open every solution, follow every
+# cross-reference, measure every code block. Each piece is a small script run in the page.
+
+# Numbered elements (sphinx-exercise, sphinx-proof) and the cross-references of the article.
+_ELEMENTS = r"""
+const article = document.querySelector('article.bd-article') || document.body;
+const numbered = Array.from(article.querySelectorAll(
+    '.exercise.admonition, .solution.admonition, .proof.admonition')).map(el => {
+  const cap = el.querySelector(':scope > .admonition-title .caption-number');
+  const title = el.querySelector(':scope > .admonition-title');
+  return {id: el.id, classes: Array.from(el.classList),
+          number: cap ? cap.textContent.trim() : null,
+          title: title ? title.textContent.trim().slice(0, 120) : ''};
+});
+const xrefs = Array.from(article.querySelectorAll('a.reference.internal'))
+  .filter(a => !a.classList.contains('headerlink') && (a.getAttribute('href') || '').includes('#'))
+  .map(a => ({href: a.href, raw: a.getAttribute('href'), text: a.textContent.trim()}));
+return {numbered: numbered, xrefs: xrefs};
+"""
+
+# A solution's body: everything after its title. Collapsed = nothing of it is visible.
+_SOLUTION_STATE = r"""
+const el = document.getElementById(arguments[0]);
+const body = Array.from(el.children).filter(c => !c.classList.contains('admonition-title'));
+const shown = body.some(c => getComputedStyle(c).visibility !== 'hidden' &&
+                             c.getBoundingClientRect().height > 0);
+return {shown: shown, hiddenClass: el.classList.contains('toggle-hidden'),
+        button: !!el.querySelector(':scope > .admonition-title .toggle-button')};
+"""
+
+# Does the element with this id sit in view, visible, and not under the sticky header?
+_LANDED = r"""
+const frag = arguments[0];
+const el = document.getElementById(frag);
+if (!el) return 'no element with this id';
+const style = getComputedStyle(el);
+if (!el.getClientRects().length || style.visibility === 'hidden')
+  return 'the target is hidden (inside a collapsed block?)';
+const r = el.getBoundingClientRect();
+const header = document.querySelector('header.bd-header') || document.querySelector('.bd-header');
+const top = header ? Math.max(0, header.getBoundingClientRect().bottom) : 0;
+if (r.top < top - 4 || r.top > innerHeight - 16)
+  return `its top is at ${Math.round(r.top)} px; the reader sees ${Math.round(top)}-${innerHeight} px`;
+const x = r.left + (r.width > 2 ? Math.min(20, r.width / 2) : 1);
+const y = Math.max(r.top, top) + (r.height > 2 ? Math.min(6, r.height / 2) : 1);
+const hit = document.elementFromPoint(x, y);
+if (hit && hit.closest('header.bd-header, .bd-header')) return 'it lies under the header';
+return null;
+"""
+
+# Every code block and printed output after opening everything collapsible: is a line cut?
+_OVERFLOW = r"""
+document.querySelectorAll('details').forEach(d => d.open = true);
+const article = document.querySelector('article.bd-article') || document.body;
+return Array.from(article.querySelectorAll('pre')).filter(
+    pre => pre.scrollWidth > pre.clientWidth + 1).map(pre => {
+  const kind = pre.closest('.cell_output, .output') ? 'printed output'
+             : pre.closest('.cell_input, .cell') ? 'code cell' : 'code block';
+  const lines = pre.textContent.split('\n');
+  const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+  return {kind: kind, scroll: pre.scrollWidth, client: pre.clientWidth,
+          chars: longest.length, line: longest.slice(0, 70)};
+});
+"""
+
+# The window in which code lines are measured. From 1440 px up the article column is at its
+# full width, 790 px: 93 characters of the 14 px monospace font, room for the 88-character lines
+# the lectures keep to. (At 1280 px the page's own table of contents takes a column and leaves
+# 688 px, 81 characters; at 1024 px it folds away and leaves 755 px, 89 characters.)
+COLUMN_WINDOW = (1440, 1000)
+
+# Kinds of numbered element a link text may name ("Theorem 2", "Exercise 3.1").
+_KINDS = ("Theorem|Lemma|Definition|Corollary|Proposition|Conjecture|Axiom|Remark|Example|"
+          "Exercise|Algorithm|Criterion|Assumption|Observation|Property|Notation")
+_NUMBERED_TEXT = re.compile(rf"\b({_KINDS})\s+(\d+(?:\.\d+)*)")
+
+
+def _incoming_xrefs() -> dict[str, set[str]]:
+    """{page: fragments that other pages' cross-references point to}: read from the HTML,
+    so a page's visit can check every landing of a link that starts elsewhere."""
+    class Article(HTMLParser):
+        def __init__(self):
+            super().__init__(convert_charrefs=True)
+            self.depth, self.hrefs = 0, []
+
+        def handle_starttag(self, tag, attrs):
+            a = dict(attrs)
+            if tag == "article" and "bd-article" in (a.get("class") or ""):
+                self.depth += 1
+            classes = (a.get("class") or "").split()
+            if (self.depth and tag == "a" and "reference" in classes and "internal" in classes
+                    and "headerlink" not in classes and "#" in (a.get("href") or "")):
+                self.hrefs.append(a["href"])
+
+        def handle_endtag(self, tag):
+            if tag == "article" and self.depth:
+                self.depth -= 1
+
+    incoming: dict[str, set[str]] = {}
+    for page in site_pages():
+        parser = Article()
+        parser.feed((SITE / page).read_text(encoding="utf-8", errors="replace"))
+        for href in parser.hrefs:
+            url = urllib.parse.urlsplit(href)
+            if url.scheme or not url.path or not url.fragment:
+                continue  # external, or a link within the page (clicked during the visit)
+            target = os.path.normpath((Path(page).parent / urllib.parse.unquote(url.path)).as_posix())
+            incoming.setdefault(Path(target).as_posix(), set()).add(urllib.parse.unquote(url.fragment))
+    return incoming
+
+
+def _wait_for(check, timeout: float = 3.0, step: float = 0.1):
+    """Poll ``check()`` until it returns a falsy value (success) or time runs out; returns the
+    last value (None on success)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if not result or time.monotonic() > deadline:
+            return result
+        time.sleep(step)
+
+
+def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
+    """On the loaded page: open every solution, follow every cross-reference, measure every
+    code block; return what was found (each test below reads its part)."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+
+    found = browser.execute_script(_ELEMENTS)
+    # Solutions: collapsed on load; a click on their toggle opens them.
+    found["solutions"] = []
+    for el in found["numbered"]:
+        if "solution" not in el["classes"]:
+            continue
+        state = {"id": el["id"], "title": el["title"], "onload": browser.execute_script(
+            _SOLUTION_STATE, el["id"])}
+        try:
+            button = browser.find_element(By.CSS_SELECTOR, f'[id="{el["id"]}"] > .admonition-title .toggle-button')
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
+            button.click()
+            state["opened"] = not _wait_for(lambda: not browser.execute_script(
+                _SOLUTION_STATE, el["id"])["shown"])
+        except WebDriverException as exc:
+            state["opened"], state["error"] = False, exc.msg or type(exc).__name__
+        found["solutions"].append(state)
+    # Cross-references that stay on the page: click each (a reader's click), then look.
+    base = browser.current_url.split("#")[0]
+    landings = []
+    in_page = sorted({x["raw"].split("#", 1)[1] for x in found["xrefs"] if x["raw"].startswith("#")})
+    for frag in in_page:
+        frag = urllib.parse.unquote(frag)
+        links = [a for a in browser.find_elements(By.CSS_SELECTOR, "article a.reference.internal")
+                 if a.get_attribute("href") == f"{base}#{urllib.parse.quote(frag, safe='/:-_.~')}"
+                 or (a.get_attribute("href") or "").endswith("#" + frag)]
+        links = [a for a in links if a.is_displayed()]
+        if not links:
+            landings.append({"from": "this page", "fragment": frag, "problem": "no visible link to click"})
+            continue
+        browser.execute_script("history.replaceState(null, '', location.pathname); window.scrollTo(0, 0);")
+        try:
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", links[0])
+            links[0].click()
+        except WebDriverException:
+            browser.execute_script("arguments[0].click();", links[0])
+        landings.append({"from": "this page", "fragment": frag,
+                         "problem": _wait_for(lambda: browser.execute_script(_LANDED, frag))})
+    # Cross-references from other pages: arrive at this page with the fragment.
+    for frag in sorted(incoming):
+        browser.execute_script("history.replaceState(null, '', location.pathname); "
+                               "window.scrollTo(0, 0); location.hash = arguments[0];", frag)
+        landings.append({"from": "another page", "fragment": frag,
+                         "problem": _wait_for(lambda: browser.execute_script(_LANDED, frag))})
+    found["landings"] = landings
+    # Code lines are measured where the column is at its full width (see COLUMN_WINDOW).
+    size = browser.get_window_size()
+    browser.set_window_size(*COLUMN_WINDOW)
+    try:
+        found["overflow"] = browser.execute_script(_OVERFLOW)
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+    return found
+
+
 @pytest.fixture(scope="module")
 def visits(server, browser):
     """Visit every page once, in a fresh profile (so a first-time reader's console is what we
@@ -358,6 +541,7 @@ def visits(server, browser):
     pages = site_pages()
     SHOTS.mkdir(parents=True, exist_ok=True)
     out, start = {}, time.perf_counter()
+    incoming = _incoming_xrefs()
     for page in pages:
         first = len(server.requests)
         browser.get(base + page)
@@ -372,6 +556,8 @@ def visits(server, browser):
                                    if status >= 400})
         report["url"], report["base"] = base + page, base
         browser.save_screenshot(str(SHOTS / (page[:-5].replace("/", "__") + ".png")))
+        if "mathjaxFailed" not in report:
+            report["reader"] = _read_like_a_reader(browser, page, incoming.get(page, set()))
         out[page] = report
     print(f"site: visited {len(pages)} pages in {time.perf_counter() - start:.1f} s; "
           f"screenshots in {SHOTS}")
@@ -456,6 +642,113 @@ def test_maths_is_typeset_offline_by_the_vendored_mathjax(visits):
     assert sum(r["math"] for r in visits.values()) > 0, "no page has maths: nothing to test"
     problems = _problems(visits, check)
     assert not problems, "\n".join(problems)
+
+
+def _reader(visits) -> dict:
+    return {page: r["reader"] for page, r in visits.items() if "reader" in r}
+
+
+def _proof_kind(classes: list[str]) -> str | None:
+    """The sphinx-proof kind of an admonition (theorem, lemma, ...); None for a bare proof."""
+    kinds = [c for c in classes if c not in ("proof", "admonition", "dropdown", "toggle",
+                                             "toggle-hidden")]
+    return kinds[0] if "proof" in classes and kinds else None
+
+
+@pytest.mark.slow
+def test_solutions_are_collapsed_on_load_and_open_on_click(visits):
+    """Every solution (sphinx-exercise) is collapsed when the page loads, so a reader tries the
+    exercise first, and a click on its toggle opens it. The site must have at least one."""
+    pages = _reader(visits)
+    solutions = [(page, s) for page, r in pages.items() for s in r["solutions"]]
+    assert solutions, "no solution (sphinx-exercise `solution`) on any page of the site"
+    problems = []
+    for page, s in solutions:
+        name = f"{page}: solution {s['id']!r} ({s['title']})"
+        if s["onload"]["shown"] or not s["onload"]["hiddenClass"]:
+            problems.append(f"{name} is open on load (give it `:class: dropdown`)")
+        if not s["onload"]["button"]:
+            problems.append(f"{name} has no toggle button")
+        elif not s["opened"]:
+            problems.append(f"{name} did not open on click {s.get('error', '')}".rstrip())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_theorem_and_exercise_numbers_resolve(visits):
+    """Every exercise and every theorem-like block (sphinx-proof) carries a number, unique on
+    its page; every link that names one ("Theorem 2", "Exercise 1") names the number its target
+    carries; no link text is left unresolved. The site must have at least one exercise and one
+    theorem-like block, and at least one link to one of them."""
+    pages = _reader(visits)
+    targets, problems = {}, []
+    exercises = theorems = 0
+    for page, r in pages.items():
+        seen = {}
+        for el in r["numbered"]:
+            kind = "exercise" if "exercise" in el["classes"] else _proof_kind(el["classes"])
+            if kind is None:
+                continue
+            exercises += kind == "exercise"
+            theorems += kind != "exercise"
+            number = el["number"]
+            where = f"{page}: {kind} {el['id']!r} ({el['title'][:60]})"
+            if not number or not _NUMBERED_TEXT.fullmatch(number):
+                problems.append(f"{where} has no resolved number (caption {number!r})")
+                continue
+            if number in seen:
+                problems.append(f"{where}: number {number!r} also used by {seen[number]!r}")
+            seen[number] = el["id"]
+            targets[f"{page}#{el['id']}"] = number
+    assert exercises, "no exercise (sphinx-exercise) on any page of the site"
+    assert theorems, "no theorem, lemma or definition (sphinx-proof) on any page of the site"
+    resolved = 0
+    for page, r in pages.items():
+        for x in r["xrefs"]:
+            url = urllib.parse.urlsplit(x["raw"])
+            target_page = page if not url.path else os.path.normpath(
+                (Path(page).parent / urllib.parse.unquote(url.path)).as_posix())
+            key = f"{Path(target_page).as_posix()}#{urllib.parse.unquote(url.fragment)}"
+            text = " ".join(x["text"].split())
+            if not text or "??" in text:
+                problems.append(f"{page}: link to {x['raw']} shows {text!r}: an unresolved reference")
+                continue
+            if key not in targets:
+                continue
+            resolved += 1
+            named = _NUMBERED_TEXT.search(text)
+            if named and named.group(0) != targets[key]:
+                problems.append(f"{page}: link text {text!r} names {named.group(0)}, but its "
+                                f"target {key} is {targets[key]}")
+    assert resolved, "no cross-reference to an exercise or theorem on any page of the site"
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_cross_references_land_on_their_targets(visits):
+    """Every cross-reference in the text of a page (a link to a #target: theorems, exercises,
+    solutions, equations, sections, citations), followed as a reader does, brings its target
+    into view: visible (not inside a collapsed block) and not hidden under the sticky header.
+    Links within a page are clicked; links from another page arrive with the fragment."""
+    pages = _reader(visits)
+    landings = [(page, x) for page, r in pages.items() for x in r["landings"]]
+    assert landings, "no cross-reference on any page of the site"
+    problems = [f"{page}: #{x['fragment']} (a link from {x['from']}): {x['problem']}"
+                for page, x in landings if x["problem"]]
+    assert not problems, f"{len(problems)} of {len(landings)} landings missed:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
+    """No line of code, and no printed line of output, runs past the page's column (so that a
+    reader would have to scroll sideways to see its end): every <pre> of the article, with every
+    solution and collapsed block opened, fits its width (scrollWidth <= clientWidth) in a
+    window where the column has its full width (COLUMN_WINDOW)."""
+    pages = _reader(visits)
+    problems = [f"{page}: {o['kind']} line of {o['chars']} characters is cut "
+                f"({o['scroll']} px in a {o['client']} px column): {o['line']!r}"
+                for page, r in pages.items() for o in r["overflow"]]
+    assert not problems, f"{len(problems)} block(s) with cut lines:\n" + "\n".join(problems)
 
 
 @pytest.mark.slow

@@ -1,0 +1,383 @@
+"""The notebook tests: every notebook page of the book, executed through nbval.
+
+Loaded by ``tests/conftest.py``, which hands each page to :func:`collect_pages` when pytest
+collects ``tests/test_lectures.py``. For each page of ``_toc.yml`` that is a MyST notebook there
+are two ways to test it, and each test run executes the page exactly once:
+
+**From its source** (the default; always so on a fresh clone). jupytext converts the page into a
+temporary directory and nbval executes the notebook in lax mode, as ``pytest --nbval-lax`` does:
+every cell must run without an error, as in a reader's Jupyter. There are no outputs to compare.
+
+**From the book build, strictly.** When ``jupyter-book build`` has left an executed notebook of
+the page, ``_build/jupyter_execute/<page>.ipynb``, that is *fresh* (its code cells are the page's
+code cells now, and it is newer than every file of the package), nbval re-executes that notebook
+in strict mode, as ``pytest --nbval`` does: every cell must run and print exactly what it printed
+in the build, after the sanitisers of ``tests/nbval_sanitize.cfg``. On top of nbval's comparison:
+
+* every pinned value is compared at full precision with the build's (myst-nb takes the pins out
+  of the stored notebook and keeps them in ``<page>.glue.json``; the re-execution's pins are
+  compared with that file and then set aside, so nbval sees the build's outputs);
+* every figure is compared pixel for pixel with the build's PNG (nbval skips images). The built
+  notebook holds the rendered PNG and not the arrays behind it, so the pixels are the most
+  direct record of the data a figure plots that there is to compare against; the same
+  matplotlib renders the same data to the same bytes, so any change in the plotted data that
+  moves a pixel fails, and a difference names the figure, the number of pixels that differ and
+  their bounding box, and saves both PNGs under ``_build/nbval-diff/``.
+
+A difference names the page, the code cell and both outputs in full (with a diff).
+
+``NOTEBOOKS_FROM`` chooses: ``auto`` (default: the build's notebook where it is fresh, the source
+otherwise), ``build`` (every page from a fresh build notebook, or the page fails: ``.ci/run``
+sets this after building the book), ``source`` (every page from its source).
+``BUILT_NOTEBOOKS`` points to another build's ``jupyter_execute`` folder.
+
+By hand, the same two checks for one page::
+
+    jupytext --to ipynb -o /tmp/nb/ep3.ipynb lectures/ep3_temperature.md
+    pytest --nbval-lax /tmp/nb/ep3.ipynb
+    pytest --nbval --nbval-sanitize-with tests/nbval_sanitize.cfg \\
+        _build/jupyter_execute/lectures/ep3_temperature.ipynb      # nbval alone: no pins, no figures
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_patterns
+
+ROOT = Path(__file__).resolve().parents[1]
+SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+PIN_PREFIX = "application/papermill.record/"  # standarderror.book.GLUE_PREFIX
+MODES = ("auto", "build", "source")
+
+
+def notebook_pages() -> list[str]:
+    """Every page of ``_toc.yml`` that is a MyST notebook, as a path relative to the root."""
+    toc = (ROOT / "_toc.yml").read_text()
+    pages = []
+    for name in re.findall(r"(?:root|file):\s*(\S+)", toc):
+        path = ROOT / f"{name}.md"
+        if path.exists() and path.read_text().startswith("---\njupytext:"):
+            pages.append(path.relative_to(ROOT).as_posix())
+    return pages
+
+
+def built_dir() -> Path:
+    return Path(os.environ.get("BUILT_NOTEBOOKS", ROOT / "_build" / "jupyter_execute"))
+
+
+def mode() -> str:
+    value = os.environ.get("NOTEBOOKS_FROM", "auto").strip().lower() or "auto"
+    if value not in MODES:
+        raise pytest.UsageError(f"NOTEBOOKS_FROM={value!r}: use one of {', '.join(MODES)}")
+    return value
+
+
+def _package_files() -> list[Path]:
+    return [p for p in (ROOT / "standarderror").rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+
+
+def _code(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+def freshness(page: str, built: Path | None = None) -> tuple[Path, str | None]:
+    """The build's notebook of ``page`` and why it cannot be used (``None`` when it is fresh).
+
+    Fresh means: it exists, its code cells are the page's code cells now (so re-executing it
+    tests the page as it is), and it is newer than every file of the package (so its outputs
+    were made by the package as it is).
+    """
+    nb_path = (built or built_dir()) / (page[:-3] + ".ipynb")
+    if not nb_path.is_file():
+        return nb_path, f"no built notebook {nb_path}"
+    nb = nbformat.read(nb_path, as_version=4)
+    if _code(nb) != _code(jupytext.read(ROOT / page)):
+        return nb_path, f"{nb_path} is stale: the page's code changed after the build"
+    built_at = nb_path.stat().st_mtime
+    newer = [p for p in _package_files() if p.stat().st_mtime > built_at]
+    if newer:
+        return nb_path, (f"{nb_path} is stale: {newer[0].relative_to(ROOT)} changed after the "
+                         "build")
+    return nb_path, None
+
+
+def plan(pages: list[str] | None = None) -> dict[str, tuple[str, Path, str | None]]:
+    """For each page: ("strict", built notebook, None), ("lax", source, why not strict), or
+    ("missing", built notebook, why) when NOTEBOOKS_FROM=build and it cannot be used."""
+    how = mode()
+    out = {}
+    for page in pages if pages is not None else notebook_pages():
+        if how == "source":
+            out[page] = ("lax", ROOT / page, "NOTEBOOKS_FROM=source")
+            continue
+        nb_path, why = freshness(page)
+        if why is None:
+            out[page] = ("strict", nb_path, None)
+        elif how == "build":
+            out[page] = ("missing", nb_path, why)
+        else:
+            out[page] = ("lax", ROOT / page, why)
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# pytest collection
+
+
+class NotebookPages(pytest.Collector):
+    """One collector under ``tests/test_lectures.py`` that holds every page's notebook."""
+
+    def collect(self):
+        for page, (how, path, why) in plan().items():
+            if how == "missing":
+                item = MissingBuild.from_parent(self, name=page, why=why)
+            elif how == "strict":
+                item = BuiltNotebook.from_parent(self, path=path, nodeid=f"{page}[strict]")
+                item.page, item.note = page, f"re-executed from {path}"
+            else:
+                tmp = self.config.stash.setdefault(_TMP, tempfile.mkdtemp(prefix="nbval-pages-"))
+                target = Path(tmp) / (page[:-3] + ".ipynb")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                nb = jupytext.read(path)
+                nbformat.write(nb, target)
+                item = SourceNotebook.from_parent(self, path=target, nodeid=f"{page}[lax]")
+                item.page, item.note = page, f"executed from source ({why})"
+            item.add_marker(pytest.mark.slow)
+            yield item
+
+
+_TMP = pytest.StashKey[str]()
+
+
+def cleanup(config) -> None:
+    tmp = config.stash.get(_TMP, None)
+    if tmp:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class MissingBuild(pytest.Item):
+    """NOTEBOOKS_FROM=build and this page has no fresh built notebook: a failure, not a skip."""
+
+    def __init__(self, *, why: str, **kw):
+        super().__init__(**kw)
+        self.why = why
+
+    def runtest(self):
+        raise AssertionError(
+            f"{self.name}: NOTEBOOKS_FROM=build, but {self.why}. Build the book first "
+            "(bash scripts/book.sh), or run without NOTEBOOKS_FROM to execute it from source.")
+
+    def repr_failure(self, excinfo):
+        return str(excinfo.value)
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.name} (strict: no fresh build)"
+
+
+class SourceNotebook(IPyNbFile):
+    """The page converted by jupytext, executed as ``pytest --nbval-lax`` would."""
+
+    page = note = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.compare_outputs = False  # lax: run every cell, compare nothing (there is nothing)
+
+    def collect(self):
+        for cell in super().collect():
+            cell.__class__ = PageCell
+            yield cell
+
+
+class BuiltNotebook(IPyNbFile):
+    """The notebook the build wrote, re-executed as ``pytest --nbval`` would, plus pins and
+    figures (see the module docstring)."""
+
+    page = note = ""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.compare_outputs = True  # strict, whatever the command line says
+        glue = self.path.with_suffix(".glue.json")
+        self.build_pins = json.loads(glue.read_text()) if glue.is_file() else {}
+        self.rerun_pins: dict[str, str] = {}
+
+    def get_sanitize_files(self):
+        return [str(SANITIZE)]
+
+    def collect(self):
+        for cell in super().collect():
+            cell.__class__ = BuiltCell
+            yield cell
+        yield PinsComplete.from_parent(self, name="every pin of the build re-pinned")
+
+
+class PageCell(IPyNbCell):
+    """nbval's cell, reported under the page's name."""
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.parent.page}::Cell {self.cell_num} ({self.parent.note})"
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def _pngs(outputs) -> list[bytes]:
+    return [base64.b64decode(_text(o["data"]["image/png"]))
+            for o in outputs if "data" in o and "image/png" in o["data"]]
+
+
+def _is_pin(output) -> bool:
+    return output.get("output_type") == "display_data" and any(
+        k.startswith(PIN_PREFIX) for k in output.get("data", {}))
+
+
+class BuiltCell(PageCell):
+    """A cell of a built notebook: nbval's strict comparison, plus pins and figures, and a
+    message that names the page, the cell and both outputs in full."""
+
+    def runtest(self):
+        try:
+            super().runtest()
+        except BaseException:
+            self.parent.failed = True
+            raise
+        finally:
+            for out in self.test_outputs or []:
+                if _is_pin(out):
+                    name = out.get("metadata", {}).get("scrapbook", {}).get("name", "?")
+                    self.parent.rerun_pins[name] = _text(out["data"][PIN_PREFIX + "text/plain"])
+
+    def compare_outputs(self, test, ref, skip_compare=None):
+        pins = [o for o in test if _is_pin(o)]
+        test = [o for o in test if not _is_pin(o)]
+        self._dumped = False
+        if not super().compare_outputs(test, ref, skip_compare):
+            if not self._dumped:
+                self.comparison_traceback += [
+                    f"{self.parent.page}, code cell {self.cell_num}:",
+                    "--- the build's outputs:", _dump(ref, self.sanitize),
+                    "+++ the re-execution's outputs:", _dump(test, self.sanitize)]
+            return False
+        return self._compare_pins(pins) and self._compare_figures(test, ref)
+
+    def _fail(self, lines: list[str]) -> bool:
+        self.comparison_traceback = [f"{self.parent.page}, code cell {self.cell_num}:"] + lines
+        return False
+
+    def _compare_pins(self, pins) -> bool:
+        build = self.parent.build_pins
+        problems = []
+        for out in pins:
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name", "?")
+            value = _text(out["data"][PIN_PREFIX + "text/plain"])
+            if name not in build:
+                problems.append(f"pin {name!r} = {value} was not pinned by the build")
+                continue
+            was = _text(build[name]["data"].get("text/plain"))
+            if was != value:
+                problems.append(f"pin {name!r}: the build computed {was}, the re-execution {value}")
+        return self._fail(problems) if problems else True
+
+    def _compare_figures(self, test, ref) -> bool:
+        new, old = _pngs(test), _pngs(ref)
+        if len(new) != len(old):
+            return self._fail([f"the build drew {len(old)} figure(s), the re-execution {len(new)}"])
+        problems = []
+        for k, (a, b) in enumerate(zip(old, new), 1):
+            if a != b:
+                problems.append(f"figure {k}: " + _describe_png_difference(a, b, self._diff_stem(k)))
+        return self._fail(problems) if problems else True
+
+    def _diff_stem(self, k: int) -> Path:
+        return built_dir().parent / "nbval-diff" / (
+            f"{self.parent.page[:-3].replace('/', '__')}-cell{self.cell_num}-figure{k}")
+
+    def format_output_compare(self, key, left, right):
+        """Both outputs in full, then a line diff (nbval's default elides the common parts)."""
+        left, right = _text(left), _text(right)
+        self._dumped = True
+        lines = [f"{self.parent.page}, code cell {self.cell_num}: output {key!r} differs",
+                 "--- the build's output:", _indent(left),
+                 "+++ the re-execution's output:", _indent(right), "diff:"]
+        lines += ["  " + d for d in difflib.unified_diff(
+            left.splitlines(), right.splitlines(), "build", "re-execution", lineterm="", n=1)]
+        self.comparison_traceback.extend(lines)
+
+
+def _dump(outputs, sanitize) -> str:
+    """Every output of a cell as text (a figure as its size), after the sanitisers."""
+    parts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            parts.append(f"[{out['name']}]\n" + sanitize(_text(out["text"])))
+        elif "data" in out:
+            for mime, value in out["data"].items():
+                if mime.startswith("image/"):
+                    parts.append(f"[{mime}: {len(_text(value))} base64 characters]")
+                else:
+                    parts.append(f"[{mime}]\n" + sanitize(_text(value)))
+        else:
+            parts.append(f"[{out.get('output_type')}]")
+    return _indent("\n".join(parts)) if parts else "    (no output)"
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines()) or "    (empty)"
+
+
+def _describe_png_difference(a: bytes, b: bytes, stem: Path) -> str:
+    import io
+
+    import numpy as np
+    from matplotlib import image
+
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem.with_name(stem.name + "-build.png").write_bytes(a)
+    stem.with_name(stem.name + "-rerun.png").write_bytes(b)
+    saved = f"both saved as {stem}-{{build,rerun}}.png"
+    x, y = image.imread(io.BytesIO(a)), image.imread(io.BytesIO(b))
+    if x.shape != y.shape:
+        return f"size {x.shape[1]}x{x.shape[0]} in the build, {y.shape[1]}x{y.shape[0]} now; {saved}"
+    diff = np.any(x != y, axis=-1) if x.ndim == 3 else x != y
+    if not diff.any():
+        return f"same pixels, different PNG bytes (encoder or metadata changed); {saved}"
+    rows, cols = np.nonzero(diff)
+    return (f"{int(diff.sum())} of {diff.size} pixels differ, within x {cols.min()}-{cols.max()}, "
+            f"y {rows.min()}-{rows.max()} (of {x.shape[1]}x{x.shape[0]}); {saved}")
+
+
+class PinsComplete(pytest.Item):
+    """After the last cell: every value the build pinned was pinned again by the re-execution."""
+
+    def runtest(self):
+        nb = self.parent
+        if getattr(nb, "failed", False):
+            pytest.skip("a cell of this notebook failed: its later pins were never computed")
+        missing = sorted(set(nb.build_pins) - set(nb.rerun_pins))
+        if missing:
+            raise AssertionError(f"{nb.page}: the build pinned {', '.join(missing)}, the "
+                                 "re-execution did not")
+
+    def reportinfo(self):
+        return self.path, 0, f"{self.parent.page}::{self.name}"
+
+
+def sanitize_patterns() -> list[tuple[str, str]]:
+    return get_sanitize_patterns(SANITIZE.read_text())
+
+
+__all__ = ["NotebookPages", "cleanup", "notebook_pages", "plan", "freshness", "NbCellError"]
