@@ -254,6 +254,13 @@ def test_every_kind_of_problem_fails_the_build_without_W(tmp_path):
         "pin('dup', 1.0)",                                              # pinned twice
         "```",
         "Twice {pin}`dup=1.0`; glued {pin}`plain=0.5`.",
+        "```{code-cell} ipython3",
+        "from IPython.display import display",                          # a stored value:
+        "display({'application/papermill.record/text/plain': '0.5'}, raw=True, metadata={",
+        "    'scrapbook': {'name': 'cached', 'mime_prefix': 'application/papermill.record/'},",
+        "    'standarderror': {'nonce': '0' * 32, 'count': 1}})",          # another build's nonce
+        "```",
+        "From a cache {pin}`cached=0.5`.",
     ])
     r = build(tmp_path, share="22.6%", alt="A line ending near 0.9.",
               caption="A share of 0.42.", extra=extra, syllabus_share="22.7%",
@@ -268,7 +275,8 @@ def test_every_kind_of_problem_fails_the_build_without_W(tmp_path):
         "the code pinned 'orphan' but the prose never quotes it",
         "'dup' was pinned 2 times",
         "'plain' was glued by something other than pin()",
-        "the value of 'old' was not computed by an execution in this build",   # stale page
+        "the value of 'cached' was not computed by an execution in this build",  # old nonce
+        "quote old=0.5: this page was not executed in this build",     # execution_mode off
         "lectures/page.md:",                                            # path:line of numbers
         "bare number 0.7: \"Our model scores 0.7 on the test.\" --",
         "bare number 0.42 in a figure caption",

@@ -61,6 +61,14 @@ def _glued(document) -> dict | None:
     return renderer.renderer.nb_client.glue_data
 
 
+def _executed_now(document) -> bool:
+    """Whether myst-nb chose to execute this page in this build (any client but the no-op)."""
+    from myst_nb.core.execute import NotebookClientBase
+
+    client = document["nb_renderer"].renderer.nb_client
+    return type(client) is not NotebookClientBase
+
+
 def _build_nonce() -> str:
     return os.environ.get(NONCE_ENV, "")
 
@@ -158,6 +166,10 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     if _glued(document) is None:
         return problem(f"quote {key}={quoted} has no computed value behind it: "
                        "this page is not an executed notebook")
+    if not _executed_now(document):
+        return problem(f"quote {key}={quoted}: this page was not executed in this build (its "
+                       "execution mode is off, 'auto' found stored outputs, or it is excluded "
+                       "from execution), so no value behind a quote is fresh; let it execute")
     pinned = _pinned_values(env, document)
     if key not in pinned:
         known = ", ".join(sorted(pinned)) or "none"
