@@ -14,6 +14,8 @@ DEFAULT_CELL_TIMEOUT = 300
 
 
 def pytest_configure(config):
+    config.addinivalue_line("markers", "notebook: a cell of a notebook page, executed by nbval "
+                            "(select them alone with -m notebook)")
     if getattr(config.option, "nbval_cell_timeout", None) == 2000:  # nbval's default: not set
         import re
 

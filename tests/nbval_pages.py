@@ -72,6 +72,12 @@ def notebook_pages() -> list[str]:
     return pages
 
 
+def code_cell_lines(page: str) -> list[int]:
+    """The line of the page's source where each code cell starts (1-based)."""
+    lines = (ROOT / page).read_text().splitlines()
+    return [i + 1 for i, line in enumerate(lines) if line.lstrip().startswith("```{code-cell}")]
+
+
 def built_dir() -> Path:
     return Path(os.environ.get("BUILT_NOTEBOOKS", ROOT / "_build" / "jupyter_execute"))
 
@@ -154,7 +160,10 @@ class NotebookPages(pytest.Collector):
                 nbformat.write(nb, target)
                 item = SourceNotebook.from_parent(self, path=target, nodeid=f"{page}[lax]")
                 item.page, item.note = page, f"executed from source ({why})"
+            if how != "missing":
+                item.lines = code_cell_lines(page)
             item.add_marker(pytest.mark.slow)
+            item.add_marker(pytest.mark.notebook)
             yield item
 
 
@@ -225,10 +234,16 @@ class BuiltNotebook(IPyNbFile):
 
 
 class PageCell(IPyNbCell):
-    """nbval's cell, reported under the page's name."""
+    """nbval's cell, reported under the page's name and the line where the cell starts."""
+
+    @property
+    def where(self) -> str:
+        lines = getattr(self.parent, "lines", [])
+        line = f":{lines[self.cell_num]}" if self.cell_num < len(lines) else ""
+        return f"{self.parent.page}{line}, code cell {self.cell_num}"
 
     def reportinfo(self):
-        return self.path, 0, f"{self.parent.page}::Cell {self.cell_num} ({self.parent.note})"
+        return self.path, 0, f"{self.where} ({self.parent.note})"
 
 
 def _text(value) -> str:
@@ -268,14 +283,14 @@ class BuiltCell(PageCell):
         if not super().compare_outputs(test, ref, skip_compare):
             if not self._dumped:
                 self.comparison_traceback += [
-                    f"{self.parent.page}, code cell {self.cell_num}:",
+                    f"{self.where}:",
                     "--- the build's outputs:", _dump(ref, self.sanitize),
                     "+++ the re-execution's outputs:", _dump(test, self.sanitize)]
             return False
         return self._compare_pins(pins) and self._compare_figures(test, ref)
 
     def _fail(self, lines: list[str]) -> bool:
-        self.comparison_traceback = [f"{self.parent.page}, code cell {self.cell_num}:"] + lines
+        self.comparison_traceback = [f"{self.where}:"] + lines
         return False
 
     def _compare_pins(self, pins) -> bool:
@@ -310,7 +325,7 @@ class BuiltCell(PageCell):
         """Both outputs in full, then a line diff (nbval's default elides the common parts)."""
         left, right = _text(left), _text(right)
         self._dumped = True
-        lines = [f"{self.parent.page}, code cell {self.cell_num}: output {key!r} differs",
+        lines = [f"{self.where}: output {key!r} differs",
                  "--- the build's output:", _indent(left),
                  "+++ the re-execution's output:", _indent(right), "diff:"]
         lines += ["  " + d for d in difflib.unified_diff(

@@ -148,6 +148,8 @@ def _run_strict(book: Path) -> subprocess.CompletedProcess:
             if file_path.name == "page.ipynb":
                 nb = nbval_pages.BuiltNotebook.from_parent(parent, path=file_path)
                 nb.page, nb.note = "lectures/page.md", "throwaway"
+                nb.lines = [i + 1 for i, line in enumerate(open("lectures/page.md"))
+                            if line.startswith("```{{code-cell}}")]
                 return nb
     """))
     return subprocess.run(
@@ -185,7 +187,7 @@ def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
     differ = _run_strict(tmp_path)
     out = differ.stdout
     assert differ.returncode == 1, out + differ.stderr
-    assert "lectures/page.md, code cell 0: output 'stdout' differs" in out, out
+    assert "lectures/page.md:14, code cell 0: output 'stdout' differs" in out, out
     assert "stable 3" in out and "stable 2" in out, out
     assert "code cell 1:" in out and "figure 1: 12 of" in out and "x 3-6, y 2-4" in out, out
     assert list((tmp_path / "_build" / "nbval-diff").glob("lectures__page-cell1-figure1-*.png"))

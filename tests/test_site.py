@@ -11,7 +11,14 @@ DNS, a proxy to nowhere). On every page it checks what a reader would notice:
 * every lecture page shows its executed outputs and its reproducibility block, and offers the
   executed notebook as an ``.ipynb`` download that is a valid notebook with outputs;
 * notebook figures are opaque (a white card), so they stay legible in the dark theme;
-* the search page finds pages.
+* the search page finds pages;
+* every solution (sphinx-exercise) is collapsed on load and opens on a click on its toggle;
+* every exercise and theorem-like block (sphinx-proof) has a number, and every link that names
+  one names that number; every cross-reference, followed as a reader does (a click within the
+  page, an arrival with the #fragment from another), brings its target into view, visible and
+  not under the sticky header;
+* no code line and no printed output line runs past the column (``scrollWidth`` of each
+  ``<pre>`` against its ``clientWidth``, every solution opened, at ``COLUMN_WINDOW``).
 
 A screenshot of every page lands in ``_build/screenshots/`` (plus a light and a dark one of a
 lecture figure). Tests that need no browser check that every relative link and ``#anchor`` of
@@ -21,9 +28,9 @@ module of the package has an API page. The last test starts ``jupyter lab`` on t
 
 Where it runs: skipped, with the reason, when ``_build/html`` does not exist, or when the
 browser or Selenium is missing (``bash scripts/setup_browser.sh`` installs the browser) -- except
-with ``SITE_REQUIRED=1``, where each of these is a failure. ``.ci/run`` runs the README's test
-command first (these tests skip: no site yet), builds the book, installs the browser, and then
-runs this file with ``SITE_REQUIRED=1``. ``SITE_HTML=/path/to/html`` tests another build.
+with ``SITE_REQUIRED=1``, where each of these is a failure. ``.ci/run`` builds the book, installs
+the browser, and then runs the README's test command with ``SITE_REQUIRED=1``.
+``SITE_HTML=/path/to/html`` tests another build.
 """
 
 from __future__ import annotations
@@ -494,24 +501,23 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
             state["opened"], state["error"] = False, exc.msg or type(exc).__name__
         found["solutions"].append(state)
     # Cross-references that stay on the page: click each (a reader's click), then look.
-    base = browser.current_url.split("#")[0]
     landings = []
     in_page = sorted({x["raw"].split("#", 1)[1] for x in found["xrefs"] if x["raw"].startswith("#")})
-    for frag in in_page:
-        frag = urllib.parse.unquote(frag)
-        links = [a for a in browser.find_elements(By.CSS_SELECTOR, "article a.reference.internal")
-                 if a.get_attribute("href") == f"{base}#{urllib.parse.quote(frag, safe='/:-_.~')}"
-                 or (a.get_attribute("href") or "").endswith("#" + frag)]
-        links = [a for a in links if a.is_displayed()]
-        if not links:
+    for raw in in_page:
+        frag = urllib.parse.unquote(raw)
+        link = browser.execute_script(
+            "return Array.from(document.querySelectorAll('article a.reference.internal')).find("
+            "a => a.getAttribute('href') === '#' + arguments[0] && a.getClientRects().length && "
+            "getComputedStyle(a).visibility !== 'hidden') || null;", raw)
+        if link is None:
             landings.append({"from": "this page", "fragment": frag, "problem": "no visible link to click"})
             continue
         browser.execute_script("history.replaceState(null, '', location.pathname); window.scrollTo(0, 0);")
         try:
-            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", links[0])
-            links[0].click()
+            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
+            link.click()
         except WebDriverException:
-            browser.execute_script("arguments[0].click();", links[0])
+            browser.execute_script("arguments[0].click();", link)
         landings.append({"from": "this page", "fragment": frag,
                          "problem": _wait_for(lambda: browser.execute_script(_LANDED, frag))})
     # Cross-references from other pages: arrive at this page with the fragment.
