@@ -279,21 +279,33 @@ def _row_line(row) -> int | None:
     return table.line + index
 
 
-_SENTENCE_END = re.compile(r"[.;!?]\s")
+_SENTENCE_END = re.compile(r"[.;!?]\s+(?=\S)")
+_ABBREVIATIONS = ("Fig", "Figs", "Eq", "Eqs", "Sec", "al", "cf", "vs", "e.g", "i.e", "approx")
+
+
+def _sentence_ends(text: str, lo: int, hi: int) -> list[re.Match]:
+    out = []
+    for m in _SENTENCE_END.finditer(text, lo, hi):
+        word = re.search(r"[\w.]*$", text[max(0, m.start() - 8):m.start()]).group(0)
+        if text[m.start()] == "." and word.rstrip(".") in _ABBREVIATIONS:
+            continue
+        out.append(m)
+    return out
 
 
 def _context(text: str, start: int, end: int, width: int = 70) -> str:
     """The sentence around a token (at most ``width`` characters either side)."""
     lo = max(0, start - width)
     hi = min(len(text), end + width)
-    ends = [m.end() for m in _SENTENCE_END.finditer(text, lo, start)]
+    ends = [m.end() for m in _sentence_ends(text, lo, start)]
     if ends:
         lo = ends[-1]
-    m = _SENTENCE_END.search(text, end, hi)
-    if m:
-        hi = m.start() + 1
+    after = _sentence_ends(text, end, hi)
+    if after:
+        hi = after[0].start() + 1
     snippet = " ".join(text[lo:hi].split())
-    return ("..." if lo > 0 and not ends else "") + snippet + ("..." if hi < len(text) and not m else "")
+    return (("..." if lo > 0 and not ends else "") + snippet
+            + ("..." if hi < len(text) and not after else ""))
 
 
 def _segments(node, mode: str, out: list):
