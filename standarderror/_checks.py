@@ -3,14 +3,46 @@
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import numpy as np
+
+
+def real(x, name: str) -> np.ndarray:
+    """``x`` as a numpy array of booleans, integers or real floats (any dtype of those kinds).
+
+    Complex input is refused (casting would drop the imaginary part with only a warning), and
+    so are strings, bytes, dates and objects that are not real numbers."""
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{name} must be a numeric array, got {type(x).__name__}: {exc}") from None
+    kind = a.dtype.kind
+    if kind == "c":
+        raise ValueError(f"{name} must be real, got complex values (dtype {a.dtype}); "
+                         "pass the real part explicitly if that is what you mean")
+    if kind == "O":
+        if any(isinstance(v, (complex, np.complexfloating)) for v in a.ravel().tolist()):
+            raise ValueError(f"{name} must be real, got complex values")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                a = a.astype(float)
+        except (TypeError, ValueError, Warning) as exc:
+            raise ValueError(f"{name} must be numeric, got non-numeric entries: {exc}") from None
+        kind = "f"
+    if kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {a.dtype}")
+    return a
 
 
 def array(x, name: str, *, ndim: int | None = None, dtype=float) -> np.ndarray:
     """``x`` as a numpy array of ``dtype`` with ``ndim`` dimensions and no NaN or infinity."""
+    a = real(x, name)
     try:
-        a = np.asarray(x, dtype=dtype)
-    except (TypeError, ValueError) as exc:
+        a = np.asarray(a, dtype=dtype)
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ValueError(f"{name} must be numeric, got {type(x).__name__}: {exc}") from None
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must have {ndim} dimension(s), got shape {a.shape}")
@@ -21,9 +53,23 @@ def array(x, name: str, *, ndim: int | None = None, dtype=float) -> np.ndarray:
     return a
 
 
+def sum_tolerance(dtype, classes: int, atol: float = 1e-6) -> float:
+    """How far a row of ``classes`` probabilities (or exponentiated log-probabilities) computed
+    in ``dtype`` may sum away from one: ``max(atol, 16 * eps(dtype) * sqrt(classes))``.
+
+    A float32 softmax over a 32,000-token vocabulary sums to one only within a few 1e-6 (the
+    normaliser is a float32 sum of 32,000 terms); float64 keeps the fixed ``atol``."""
+    dt = np.dtype(dtype)
+    eps = float(np.finfo(dt).eps) if dt.kind == "f" else 0.0
+    return max(float(atol), 16 * eps * math.sqrt(max(int(classes), 1)))
+
+
 def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
-    """A (rows x classes) array of probabilities in [0, 1] whose rows sum to one."""
-    p = array(p, name, ndim=2)
+    """A (rows x classes) array of probabilities in [0, 1] whose rows sum to one (within
+    :func:`sum_tolerance` of the input's dtype and number of classes)."""
+    raw = real(p, name)
+    p = array(raw, name, ndim=2)
+    atol = sum_tolerance(raw.dtype, p.shape[1], atol)
     if p.shape[1] < 2:
         raise ValueError(f"{name} must have at least two classes (columns), got shape {p.shape}")
     if p.min() < 0 or p.max() > 1:
@@ -37,13 +83,51 @@ def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
     return p
 
 
+def log_array(z, name: str) -> np.ndarray:
+    """A float array (at least 1-D, classes on the last axis) with no NaN and no +inf;
+    -inf is allowed (a zero probability) but every row needs one finite entry."""
+    a = np.asarray(real(z, name), dtype=float)
+    if a.ndim < 1 or a.size == 0:
+        raise ValueError(f"{name} must be a non-empty array with classes on the last axis")
+    if a.shape[-1] < 2:
+        raise ValueError(f"{name} must have at least two classes (last axis), got shape {a.shape}")
+    if np.isnan(a).any():
+        raise ValueError(f"{name} contains NaN; clean or drop those rows first")
+    if np.isposinf(a).any():
+        raise ValueError(f"{name} contains +inf; logits and log-probabilities must be finite or -inf")
+    if not np.isfinite(a).any(axis=-1).all():
+        raise ValueError(f"{name} has a row with every entry -inf; each row needs a finite entry")
+    return a
+
+
+def log_probabilities(logp, name: str = "logp", *, atol: float = 1e-6) -> np.ndarray:
+    """2-D log-probabilities whose rows exponentiate to sum to one (within
+    :func:`sum_tolerance` of the input's dtype and number of classes)."""
+    raw = real(logp, name)
+    a = log_array(raw, name)
+    if a.ndim != 2:
+        raise ValueError(f"{name} must have 2 dimensions (rows x classes), got shape {a.shape}")
+    if a.max() > 0:
+        raise ValueError(f"{name} must be log-probabilities (<= 0); got a maximum of {a.max():.3g}. "
+                         "Pass scale(logits, 1.0) to normalise logits")
+    err = np.abs(np.exp(a).sum(axis=1) - 1).max()
+    if err > sum_tolerance(raw.dtype, a.shape[1], atol):
+        raise ValueError(f"rows of exp({name}) must sum to one (largest deviation {err:.3g}); "
+                         "pass scale(logits, 1.0) to normalise logits")
+    return a
+
+
 def labels(y, n_classes: int, rows: int, name: str = "y") -> np.ndarray:
-    """Integer labels in [0, n_classes), one per row."""
-    a = np.asarray(y)
+    """Integer labels in [0, n_classes), one per row (booleans count as 0/1)."""
+    a = real(y, name)
+    if a.dtype.kind == "b":
+        a = a.astype(np.int64)
     if a.ndim != 1:
         raise ValueError(f"{name} must be one-dimensional, got shape {a.shape}")
     if a.shape[0] != rows:
         raise ValueError(f"{name} has {a.shape[0]} labels but there are {rows} rows of probabilities")
+    if a.size == 0:
+        raise ValueError(f"{name} is empty")
     if not np.issubdtype(a.dtype, np.integer):
         if not np.all(np.isfinite(a)) or np.any(a != np.round(a)):
             raise ValueError(f"{name} must hold integer class labels")
@@ -55,21 +139,43 @@ def labels(y, n_classes: int, rows: int, name: str = "y") -> np.ndarray:
 
 def temperature(t, name: str = "temperature") -> float:
     """A finite temperature > 0."""
-    try:
-        v = float(t)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {t!r}") from None
+    v = scalar(t, name)
     if not np.isfinite(v) or v <= 0:
         raise ValueError(f"{name} must be finite and > 0, got {t!r}")
+    with np.errstate(over="ignore", divide="ignore"):
+        inverse = np.float64(1.0) / np.float64(v)
+    if not np.isfinite(inverse):
+        raise ValueError(f"{name} = {t!r} is so small that 1/{name} overflows; pass a larger one")
     return v
+
+
+def scalar(x, name: str) -> float:
+    """A real number (not a bool, a string, a complex number or an array of several values)."""
+    if isinstance(x, (bool, np.bool_, str, bytes, complex, np.complexfloating)):
+        raise ValueError(f"{name} must be a real number, got {x!r}")
+    try:
+        return float(x)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{name} must be a real number, got {x!r}") from None
+
+
+def positive_int(v, name: str) -> int:
+    """A positive integer (not a bool, not a float)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    return int(v)
+
+
+def choice(value, name: str, allowed: tuple) -> str:
+    """One of ``allowed`` (compared with ``==``; unhashable values are refused, not raised on)."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    return value
 
 
 def alpha(a, name: str = "alpha") -> float:
     """A miscoverage level strictly inside (0, 1)."""
-    try:
-        v = float(a)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number in (0, 1), got {a!r}") from None
+    v = scalar(a, name)
     if not 0 < v < 1:
         raise ValueError(f"{name} must lie strictly between 0 and 1, got {a!r}")
     return v
@@ -81,3 +187,14 @@ def same_length(**arrays) -> int:
     if len(set(lengths.values())) != 1:
         raise ValueError(f"mismatched lengths: {lengths}; every argument needs one entry per row")
     return next(iter(lengths.values()))
+
+
+def sets(s, name: str = "sets") -> np.ndarray:
+    """A non-empty two-dimensional boolean array (rows x classes) of prediction sets."""
+    a = np.asarray(s)
+    if a.ndim != 2 or a.dtype != bool:
+        raise ValueError(f"{name} must be a two-dimensional boolean array (rows x K), got "
+                         f"dtype {a.dtype} and shape {a.shape}")
+    if a.size == 0:
+        raise ValueError(f"{name} is empty")
+    return a

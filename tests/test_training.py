@@ -165,7 +165,8 @@ def family(tmp_path_factory):
 
 
 def test_trajectory_over_a_family_of_checkpoints(family):
-    run = tr.trajectory(family, steps=[10, 20], count=2, size=8, seed=1, halves=4)
+    run = tr.trajectory(family, steps=[10, 20], count=2, size=8, seed=1, halves=4,
+                        trust_card=True)
     assert [r["step"] for r in run["rows"]] == [10, 20]
     a, b = run["rows"]
     assert (a["card_val_loss"], b["card_train_loss"]) == (15.0, 24.0)
@@ -180,16 +181,17 @@ def test_trajectory_over_a_family_of_checkpoints(family):
     # the windows are drawn once; the predictions are those of coverage.predictions
     from standarderror.uncertainty import coverage
 
-    pr = coverage.predictions(count=2, size=8, seed=1, model=tiny.load(20, directory=family))
+    pr = coverage.predictions(count=2, size=8, seed=1,
+                              model=tiny.load(20, directory=family, trust_card=True))
     again = tr.checkpoint_metrics(pr["logp"], pr["y"], pr["sequence"], halves=4)
     assert again == {k: b[k] for k in again}
 
 
 def test_trajectory_rejects_steps_that_were_not_saved(family):
     with pytest.raises(ValueError, match="saved steps"):
-        tr.trajectory(family, steps=[15], count=1, size=2)
+        tr.trajectory(family, steps=[15], count=1, size=2, trust_card=True)
     with pytest.raises(ValueError, match="saved steps"):
-        tr.trajectory(family, steps=[], count=1, size=2)
+        tr.trajectory(family, steps=[], count=1, size=2, trust_card=True)
 
 
 # ------------------------------------------------------------------------------------------
@@ -208,7 +210,7 @@ def test_committed_extra_runs_load_and_record_their_subset(name):
     assert card["corpus"]["train_plays"]  # trained on a named subset of the training plays
     held = {p for v in tiny.HELD_OUT.values() for p in v}
     assert not set(card["corpus"]["train_plays"]) & held
-    m = tiny.load(directory=d)  # verifies the hash
+    m = tiny.load(directory=d, trust_card=True)  # verifies the hash
     assert m["parameters"] == tiny.load()["parameters"]  # the same architecture
 
 
@@ -237,7 +239,7 @@ def test_script_subset_and_explicit_saves(tmp_path):
     assert card["corpus"]["train_plays"] == list(script.training_plays(1))
     assert card["corpus"]["train_chars"] == card["corpus"]["train_chars_limit"] == 5000
     assert [c["step"] for c in card["curve"]] == [2, 4]
-    assert tiny.load(2, directory=out)["step"] == 2
+    assert tiny.load(2, directory=out, trust_card=True)["step"] == 2
 
 
 @pytest.mark.slow

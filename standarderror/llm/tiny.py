@@ -302,7 +302,7 @@ def card(directory: Path | None = None) -> dict:
     return json.loads(path.read_text())
 
 
-def _checked_card(directory: Path, trust_card: bool) -> dict:
+def verified_card(directory: Path, trust_card: bool = False) -> dict:
     """The card of ``directory``, vouched for by :data:`ANCHORS` (or by the caller)."""
     info = card(directory)
     key = anchor_key(directory)
@@ -368,7 +368,7 @@ def load(step: int | None = None, *, directory: Path | str | None = None,
     from safetensors.torch import load as load_bytes
 
     directory = Path(directory or CHECKPOINT_DIR)
-    info = _checked_card(directory, trust_card)
+    info = verified_card(directory, trust_card)
     entries = {c["step"]: c for c in info["checkpoints"]}
     if step is None:
         step = info["final_step"]

@@ -32,6 +32,8 @@ Building blocks: :func:`scale`, :func:`confidence_scores`, :func:`ece`, :func:`n
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import optimize
 
@@ -886,13 +888,90 @@ def _nll_curve(logp: np.ndarray, y: np.ndarray):
     return f
 
 
+class TemperatureAtBoundWarning(RuntimeWarning):
+    """A fitted temperature sits at the edge of its search interval: the NLL keeps falling
+    beyond it (separable data drives :math:`T \\to 0`; a label the model rules out drives
+    :math:`T \\to \\infty`), so the reported value is the bound, not an optimum."""
+
+
+def _fit_on(logp: np.ndarray, y: np.ndarray, lo: float, hi: float, what: str) -> float:
+    """The bounded NLL fit on validated log-probabilities or logits; warns at a bound."""
+    res = optimize.minimize_scalar(_nll_curve(logp, y), bounds=(lo, hi), method="bounded",
+                                   options={"xatol": 1e-5})
+    t = float(res.x)
+    if min(t - lo, hi - t) < 1e-3 * t:
+        warnings.warn(
+            f"{what}: the fitted temperature {t:.4g} is at the edge of bounds=({lo:g}, {hi:g}); "
+            "the NLL keeps falling beyond it, so this is the bound, not an optimum (widen "
+            "bounds, or check for separable data or a ruled-out true label)",
+            TemperatureAtBoundWarning, stacklevel=3)
+    return t
+
+
+def _bounds(bounds) -> tuple[float, float]:
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (low, high), got {bounds!r}") from None
+    lo, hi = _checks.temperature(lo, "bounds"), _checks.temperature(hi, "bounds")
+    if not lo < hi:
+        raise ValueError(f"bounds must be increasing, got {bounds!r}")
+    return lo, hi
+
+
+def fit_temperature(logits, y, *, bounds=(0.05, 20.0)) -> float:
+    r"""The maximum-likelihood temperature of logits (or log-probabilities) on labelled rows.
+
+    :math:`\hat T = \arg\min_T -\frac{1}{n}\sum_i \log \mathrm{softmax}(z_i / T)_{y_i}`,
+    by ``scipy.optimize.minimize_scalar(method="bounded")`` over ``bounds``. The NLL is computed
+    from the logits directly in log space (never through probabilities), so a true label whose
+    softmax underflows to zero still counts with its finite log-probability. Rows are treated
+    as independent; :func:`fitted_temperature` adds the resampling over sequences.
+
+    Warns
+    -----
+    TemperatureAtBoundWarning
+        When the fit lands on a bound (e.g. 0.05 on separable data): that value is not an
+        optimum.
+    """
+    z = _log_array(logits, "logits")
+    if z.ndim != 2:
+        raise ValueError(f"logits must have 2 dimensions (rows x classes), got shape {z.shape}")
+    y = _checks.labels(y, z.shape[1], z.shape[0])
+    _ruled_out(z, y, "logits")
+    lo, hi = _bounds(bounds)
+    return _fit_on(z, y, lo, hi, "fit_temperature")
+
+
+def _ruled_out(logp: np.ndarray, y: np.ndarray, name: str) -> None:
+    bad = ~np.isfinite(logp[np.arange(y.size), y])
+    if bad.any():
+        raise ValueError(
+            f"{name} gives {int(bad.sum())} true label(s) probability zero (log -inf), first at row "
+            f"{int(np.flatnonzero(bad)[0])}: the NLL is infinite at every temperature. Pass "
+            "log-probabilities or logits computed in log space (log_softmax), not probabilities "
+            "that underflowed")
+
+
 def fitted_temperature(p, y, sequence, halves: int = 40, seed: int = 0,
                        bounds=(0.05, 20.0)) -> dict:
     r"""Temperature scaling as it is used: :math:`T` fitted by minimising NLL on held-out data.
 
     Each of ``halves`` fits uses a random half of the *sequences* (all predictions of the
     chosen windows), minimising :math:`\mathrm{NLL}(T)` with
-    ``scipy.optimize.minimize_scalar(method="bounded")`` over ``bounds``.
+    ``scipy.optimize.minimize_scalar(method="bounded")`` over ``bounds`` (as
+    :func:`fit_temperature` does on one set of rows).
+
+    Raises
+    ------
+    ValueError
+        If a true label has probability exactly zero (its NLL is infinite at every T; pass
+        logits to :func:`fit_temperature` instead).
+
+    Warns
+    -----
+    TemperatureAtBoundWarning
+        When a fit lands on a bound.
 
     Returns
     -------
@@ -905,15 +984,12 @@ def fitted_temperature(p, y, sequence, halves: int = 40, seed: int = 0,
     y = _checks.labels(y, logp.shape[1], n)
     seq_idx, n_seq = _sequence_index(sequence, n)
     halves = _positive_int(halves, "halves")
-    lo, hi = (_checks.temperature(b, "bounds") for b in bounds)
-    if not lo < hi:
-        raise ValueError(f"bounds must be increasing, got {bounds!r}")
+    lo, hi = _bounds(bounds)
+    _ruled_out(logp, y, "p")
     rng = np.random.default_rng(seed)
 
     def fit(rows):
-        res = optimize.minimize_scalar(_nll_curve(logp[rows], y[rows]), bounds=(lo, hi),
-                                       method="bounded", options={"xatol": 1e-5})
-        return float(res.x)
+        return _fit_on(logp[rows], y[rows], lo, hi, "fitted_temperature")
 
     values = []
     for _ in range(halves):

@@ -94,7 +94,7 @@ def checkpoint_metrics(logp, y, sequence, *, bins: int = 15, halves: int = 20,
 
 def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 10,
                size: int = 16, seed: int = 1, split: str = "test", bins: int = 15,
-               halves: int = 20) -> dict:
+               halves: int = 20, trust_card: bool = False) -> dict:
     """Measure every checkpoint of one training run on the same held-out predictions.
 
     Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.tiny.load` from
@@ -115,6 +115,9 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
         The held-out windows (see :func:`standarderror.llm.tiny.batches`).
     bins, halves
         Passed to :func:`checkpoint_metrics`.
+    trust_card : bool
+        Needed for a directory that is not one of the committed (anchored) runs, as in
+        :func:`standarderror.llm.tiny.load`.
 
     Returns
     -------
@@ -126,7 +129,7 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
     """
     from standarderror.llm import tiny
 
-    info = tiny.card(directory)
+    info = tiny.verified_card(Path(directory or tiny.CHECKPOINT_DIR), trust_card)
     saved = [c["step"] for c in info["checkpoints"]]
     if steps is None:
         steps = saved
@@ -147,7 +150,7 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
     y = np.concatenate([b[1].numpy() for b in windows]).reshape(-1)
     out = []
     for step in steps:
-        m = tiny.load(step, directory=directory)
+        m = tiny.load(step, directory=directory, trust_card=trust_card)
         logp = np.concatenate([tiny.log_probabilities(m["model"], x) for x, _ in windows])
         row = {"step": step, "card_val_loss": by_step[step]["val_loss"],
                "card_train_loss": by_step[step]["train_loss"]}
