@@ -94,7 +94,7 @@ def _pinned_values(env, document) -> dict:
         if not isinstance(meta, dict):
             out[key] = (None, f"{key!r} was glued by something other than pin() (plain "
                               "myst_nb.glue?); glue quoted values with standarderror.book.pin")
-        elif meta.get("nonce") != _build_nonce():
+        elif not _build_nonce() or meta.get("nonce") != _build_nonce():
             out[key] = (None, f"the value of {key!r} was not computed by an execution in this "
                               "build (a stored output: per-page execution_mode, a stored .ipynb "
                               "or a cache); the page must execute at build time")
