@@ -45,8 +45,8 @@ import torch
 
 #: Characters that continue a word (as in :mod:`standarderror.llm.semantic`).
 WORD = re.compile(r"[A-Za-z']+")
-#: Upper bound on the float64 elements of one block of log-probabilities (128 MiB).
-MAX_ELEMENTS = 1 << 24
+#: Upper bound on the float64 elements of one block of log-probabilities (32 MiB).
+MAX_ELEMENTS = 1 << 22
 
 
 def one_word(text: str) -> str | None:
@@ -72,7 +72,7 @@ def first_word(text: str) -> str:
 
 
 def _rows_per_block(width: int, vocab: int) -> int:
-    return max(1, MAX_ELEMENTS // max(1, width * vocab))
+    return max(1, MAX_ELEMENTS // max(1, width * vocab))  # read at call time (tests patch it)
 
 
 @dataclass
@@ -246,16 +246,21 @@ class LanguageModel:
             for r, i in enumerate(rows):
                 x[r, :lengths[i]] = torch.as_tensor(seqs[i])
             z = self.logits(x)
-            for r, i in enumerate(rows):
-                s, o = starts[i], torch.as_tensor(conts[i])
-                lp = torch.log_softmax(z[r, s - 1:s - 1 + len(o)].double().cpu(), dim=-1)
-                out[i] = float(lp.gather(1, o[:, None]).sum())
+            # every continuation token's row at once: (pairs' tokens) x vocab
+            r_idx = np.concatenate([np.full(len(conts[i]), r) for r, i in enumerate(rows)])
+            p_idx = np.concatenate([starts[i] - 1 + np.arange(len(conts[i])) for i in rows])
+            tok = torch.as_tensor(np.concatenate([conts[i] for i in rows]))
+            lp = torch.log_softmax(z[torch.as_tensor(r_idx), torch.as_tensor(p_idx)]
+                                   .double().cpu(), dim=-1)
+            per_tok = lp.gather(1, tok[:, None])[:, 0].numpy()
+            bounds = np.r_[0, np.cumsum([len(conts[i]) for i in rows])[:-1]]
+            out[rows] = np.add.reduceat(per_tok, bounds)
         return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
                 "truncated": int(truncated), "merged": int(merged)}
 
     @torch.no_grad()
     def sample(self, contexts, m: int, *, temperature: float = 0.5, max_tokens: int = 16,
-               seed: int = 0, greedy: bool = False, stop=one_word) -> dict:
+               seed: int = 0, greedy: bool = False, stop=one_word, progress=False) -> dict:
         r"""``m`` sampled answers per context, each continuation cut by ``stop``.
 
         The samples of one context grow on a prefix tree, as in
@@ -266,7 +271,8 @@ class LanguageModel:
         The law is that of ``m`` independent samples; with a character tokenizer and the
         same seed the draws are those of ``semantic.sample``. ``temperature=0`` is greedy.
         (Each depth re-runs the whole prefix: simple, and fine for short answers; a serving
-        engine with prefix caching would not redo that work.)
+        engine with prefix caching would not redo that work.) ``progress``: a label for a
+        tqdm bar over the blocks of contexts (the bar does not change the random stream).
 
         Returns
         -------
@@ -294,7 +300,12 @@ class LanguageModel:
         rng = np.random.default_rng(seed)
         per = max(1, 1024 // min(m, 16))
         out, best, counts = [], [], {"unterminated": 0}
-        for q0 in range(0, len(prompts), per):
+        starts = range(0, len(prompts), per)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=str(progress), leave=False)
+        for q0 in starts:
             ps, mv = prompts[q0:q0 + per], moved[q0:q0 + per]
             first = self.next_token_logprobs(ps)
             for words in self._tree(ps, mv, first, m, temperature, rng, max_tokens, stop,
@@ -508,7 +519,7 @@ class HFModel(LanguageModel):
         return self.model.get_output_embeddings()(h)
 
     def encode(self, text: str) -> np.ndarray:
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return np.asarray(ids, dtype=np.int64)
 
     def decode(self, ids) -> str:
