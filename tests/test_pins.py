@@ -323,3 +323,16 @@ def test_scan_reads_the_text_of_raw_html_but_not_its_tags_or_scripts():
    <p style="width: 300px">measured 0.36</p><script>var x = 0.5;</script>
 """)
     assert [f.number for f in scan(tree, [])] == ["0.36"]
+
+
+def test_api_docstrings_are_skipped_and_table_rows_have_their_lines(tmp_path):
+    """Autodoc text comes from the package, not the page; a table's numbers point at their row
+    (fast: a throwaway Sphinx read, nothing executed)."""
+    from standarderror.sphinxext.numbers import _read_pages
+
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    page = tmp_path / "api.md"
+    page.write_text("# API\n\n```{eval-rst}\n.. automodule:: standarderror.book\n"
+                    "   :members: check_quote\n```\n\n| a | b |\n|---|---|\n| x | 0.5 |\n")
+    (result,) = _read_pages([page], tmp_path).values()
+    assert [(f["number"], f["line"]) for f in result["findings"]] == [("0.5", 10)]
