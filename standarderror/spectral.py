@@ -1,6 +1,7 @@
 r"""Density matrices from semantic embeddings: eigenvalues as probabilities, the matrix log
 score, matrix temperature scaling and the calibration diagnostics of Gruber, Walha, Bach and
-Buettner, "Eigenvalue Calibration for Semantic Embeddings of Large Language Models" (UAI 2026).
+Buettner, "Eigenvalue Calibration for Semantic Embeddings of Large Language Models",
+arXiv preprint arXiv:2607.08377 (2026).
 
 The setting
 -----------
@@ -46,8 +47,25 @@ memory stays bounded for any number of questions.
 Inputs
 ------
 ``answers``: array ``(n, m, d)`` of answer embeddings (``n`` questions, ``m >= 2`` answers each);
-``targets``: array ``(n, d)``. Rows are unit-normalised inside; a zero or non-finite row is an
-error.
+``targets``: array ``(n, d)``. Rows are unit-normalised inside (each row is first divided by
+its largest absolute entry, so rows at any finite scale normalise without overflow or
+underflow); a zero or non-finite row is an error.
+
+The authors' computation
+------------------------
+The paper's numbers come from a different computation, which this module also offers as
+explicit options (the defaults stay exact):
+
+* ``arithmetic="authors"`` (:func:`log_score`, :func:`risk`, :func:`entropy`,
+  :func:`risk_curve`, :func:`fit_temperature`): each :math:`d \times d` density matrix is
+  built and eigendecomposed in float32; the absolute value of every eigenvalue is raised to
+  :math:`1/T` and renormalised over all :math:`d`; only what is still exactly zero becomes
+  ``eps``. The fitted temperature is the argmin over :data:`AUTHORS_GRID`. Two halves of that
+  recipe are available separately: ``"float64-abs"`` (float64 decomposition, absolute values)
+  and ``"float32-clip"`` (float32 decomposition, negative eigenvalues set to zero).
+* ``variant="authors"`` (:func:`reliability`, :func:`calibration_error`, :func:`auroc`,
+  :func:`kernel_language_entropy`): the conventions of their Algorithm 1, Cal_S, AUROC and KLE
+  (see each function).
 """
 
 from __future__ import annotations
@@ -55,7 +73,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import optimize, sparse
 from scipy.cluster import hierarchy
-from scipy.spatial.distance import squareform
+from scipy.spatial.distance import pdist, squareform
 from scipy.special import logsumexp
 from scipy.stats import rankdata
 
@@ -65,11 +83,15 @@ from . import _checks
 ZERO = 1e-12
 #: The paper's replacement for zero eigenvalues inside the logarithm.
 EPS = 1e-10
+#: The authors' grid of temperatures for fitting T (11 values from 0.5 to 5.01).
+AUTHORS_GRID = np.linspace(0.5, 5.01, 11)
+#: The arithmetics of the per-question quantities: ours, and the authors' with its two halves.
+ARITHMETICS = ("exact", "authors", "float64-abs", "float32-clip")
 #: Rough working-memory budget (bytes) for one chunk of questions.
 _CHUNK_BYTES = 1 << 25
 
 __all__ = [
-    "ZERO", "EPS", "eigenvalues", "entropy", "log_score", "risk", "risk_curve",
+    "ZERO", "EPS", "AUTHORS_GRID", "ARITHMETICS", "null_share", "eigenvalues", "entropy", "log_score", "risk", "risk_curve",
     "fit_temperature", "similarity", "cluster", "calibration_error", "naive_reliability",
     "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
     "kernel_language_entropy",
@@ -88,15 +110,22 @@ def _answers(answers, name: str = "answers") -> np.ndarray:
         raise ValueError(
             f"{name} must hold at least m = 2 answers per question (axis 1); got shape {a.shape}"
         )
-    norms = np.linalg.norm(a, axis=2)
-    bad = np.argwhere(norms <= 0)
+    top = np.abs(a).max(axis=2)
+    bad = np.argwhere(top <= 0)
     if bad.size:
         q, j = bad[0]
         raise ValueError(
             f"{name} has {len(bad)} zero-norm embedding(s), first at question {q}, answer {j}; "
             "a zero vector has no direction: drop or re-embed those answers"
         )
-    return a
+    return _unit(a, top)
+
+
+def _unit(a: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Rows divided by their largest absolute entry, then by their norm (no overflow or
+    underflow at any finite scale)."""
+    a = a / top[..., None]
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
 
 def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
@@ -105,11 +134,31 @@ def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
         raise ValueError(
             f"{name} must have shape (n, d) = ({n}, {d}) to match answers; got {y.shape}"
         )
-    norms = np.linalg.norm(y, axis=1)
-    bad = np.flatnonzero(norms <= 0)
+    top = np.abs(y).max(axis=1)
+    bad = np.flatnonzero(top <= 0)
     if bad.size:
         raise ValueError(f"{name} has {bad.size} zero-norm row(s), first at {bad[0]}; drop them")
-    return y / norms[:, None]
+    return _unit(y, top)
+
+
+def _temperature(t, name: str = "temperature") -> float:
+    """A temperature > 0 whose reciprocal (the exponent 1/T) is finite."""
+    v = _checks.temperature(t, name)
+    if not np.isfinite(1.0 / v):
+        raise ValueError(f"{name} is too small: 1/{name} = 1/{t!r} is not a finite number")
+    return v
+
+
+def _arithmetic(arithmetic) -> str:
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"arithmetic must be one of {ARITHMETICS}, got {arithmetic!r}")
+    return arithmetic
+
+
+def _variant(variant) -> str:
+    if variant not in ("ours", "authors"):
+        raise ValueError(f"variant must be 'ours' or 'authors', got {variant!r}")
+    return variant
 
 
 def _eps(eps) -> float:
@@ -214,41 +263,53 @@ def eigenvalues(answers, temperature: float = 1.0) -> np.ndarray:
         returned (the other :math:`d - m` are exactly zero).
     """
     a = _answers(answers)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     mu, _ = _log_scaled(_spectrum(a)["lam"], 1.0 / t)
     return mu
 
 
-def entropy(answers, temperature: float = 1.0) -> np.ndarray:
+def entropy(answers, temperature: float = 1.0, *, arithmetic: str = "exact") -> np.ndarray:
     r"""Von Neumann entropy :math:`-\sum_k \mu_k \log \mu_k` (natural log) of each
-    temperature-scaled predicted density matrix; shape ``(n,)``."""
+    temperature-scaled predicted density matrix; shape ``(n,)``. ``arithmetic`` is ``"exact"``
+    (Gram space) or one of the authors' (see the module docstring): then the sum runs over all
+    :math:`d` eigenvalues of the dense decomposition."""
     a = _answers(answers)
-    t = _checks.temperature(temperature)
-    return _entropy_from(_spectrum(a)["lam"], 1.0 / t)
+    t = _temperature(temperature)
+    ar = _arithmetic(arithmetic)
+    if ar == "exact":
+        return _entropy_from(_spectrum(a)["lam"], 1.0 / t)
+    return _entropy_from(_dense(a, None, ar)["lam"], 1.0 / t)
 
 
-def log_score(answers, targets, temperature: float = 1.0, eps: float = EPS) -> np.ndarray:
+def log_score(answers, targets, temperature: float = 1.0, eps: float = EPS, *,
+              arithmetic: str = "exact") -> np.ndarray:
     r"""Matrix log score :math:`y^\top (-\log h_T(\hat d(x)))\, y` per question, shape ``(n,)``.
 
     Zero eigenvalues are replaced by ``eps`` inside the logarithm, as in the paper; only the
-    component of :math:`y` outside the span of the answers meets them.
+    component of :math:`y` outside the span of the answers meets them. With an authors'
+    ``arithmetic`` the score is :math:`\sum_{k=1}^{d} (u_k^\top y)^2 (-\log \mu_k)` over the
+    dense decomposition, ``eps`` standing in for the :math:`\mu_k` that are exactly zero.
     """
     a = _answers(answers)
     n, _, d = a.shape
     y = _targets(targets, n, d)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     e = _eps(eps)
-    sp = _spectrum(a, y)
-    return _score_from(sp["lam"], sp["proj"], 1.0 / t, e)
+    ar = _arithmetic(arithmetic)
+    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    return _score_any(sp, 1.0 / t, e)
 
 
-def risk(answers, targets, temperature: float = 1.0, eps: float = EPS) -> float:
+def risk(answers, targets, temperature: float = 1.0, eps: float = EPS, *,
+         arithmetic: str = "exact") -> float:
     r"""Empirical risk :math:`R_S = \frac1n \sum_i y_i^\top S(h_T(\hat d(x_i)))\, y_i`."""
-    return float(np.mean(log_score(answers, targets, temperature, eps)))
+    return float(np.mean(log_score(answers, targets, temperature, eps, arithmetic=arithmetic)))
 
 
-def risk_curve(answers, targets, temperatures, eps: float = EPS) -> dict:
-    """Risk and average entropy over a grid of temperatures, from one eigendecomposition.
+def risk_curve(answers, targets, temperatures, eps: float = EPS, *,
+               arithmetic: str = "exact") -> dict:
+    """Risk and average entropy over a grid of temperatures, from one eigendecomposition
+    (``arithmetic`` as in :func:`log_score`).
 
     Returns
     -------
@@ -260,13 +321,13 @@ def risk_curve(answers, targets, temperatures, eps: float = EPS) -> dict:
     n, _, d = a.shape
     y = _targets(targets, n, d)
     e = _eps(eps)
+    ar = _arithmetic(arithmetic)
     ts = np.atleast_1d(_checks.array(temperatures, "temperatures", ndim=None))
     for t in ts:
-        _checks.temperature(t, "temperatures")
-    sp = _spectrum(a, y)
-    alphas = (1.0 / ts)[:, None, None]
-    scores = _score_from(sp["lam"][None], sp["proj"][None], alphas, e)  # (k, n)
-    ent = _entropy_from(sp["lam"][None], alphas)
+        _temperature(t, "temperatures")
+    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    scores = np.array([_score_any(sp, 1.0 / t, e) for t in ts])  # (k, n)
+    ent = np.array([_entropy_from(sp["lam"], 1.0 / t) for t in ts])
     root = np.sqrt(n)
     return {
         "temperature": ts,
@@ -278,43 +339,179 @@ def risk_curve(answers, targets, temperatures, eps: float = EPS) -> dict:
     }
 
 
-def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS) -> dict:
+def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
+                    arithmetic: str = "exact", grid=None) -> dict:
     r"""Matrix temperature scaling: the :math:`T` minimising the matrix log-score risk.
 
     Fit on a development split and apply to the test split. The risk is a smooth function of
-    :math:`\log T` computed from a single eigendecomposition; it is minimised with
-    :func:`scipy.optimize.minimize_scalar` (bounded) over :math:`\log T`.
+    :math:`\log T` computed from a single eigendecomposition. How it is minimised:
+
+    * ``grid=None`` (default): continuously with :func:`scipy.optimize.minimize_scalar`
+      (bounded) over :math:`\log T` for ``arithmetic="exact"``; the argmin over
+      :data:`AUTHORS_GRID` (the authors' fit) for the authors' arithmetics;
+    * ``grid="continuous"``: continuously, whatever the arithmetic;
+    * ``grid=array``: the argmin over those temperatures (the first one on ties).
 
     Returns
     -------
     dict
         ``temperature``, ``alpha`` (= 1/T), ``risk`` (at the fit), ``risk_at_one``,
-        ``entropy`` (average, at the fit), ``at_bound`` (True when the optimum sits on a bound).
+        ``entropy`` (average, at the fit), ``at_bound`` (True when the optimum sits on a bound
+        or on the end of the grid), ``arithmetic``, ``grid`` (None when continuous),
+        ``grid_risk`` (the risk at each grid temperature, or None).
     """
     a = _answers(answers)
     n, _, d = a.shape
     y = _targets(targets, n, d)
     e = _eps(eps)
-    lo, hi = (_checks.temperature(b, "bounds") for b in bounds)
-    if not lo < hi:
-        raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
-    sp = _spectrum(a, y)
+    ar = _arithmetic(arithmetic)
+    if grid is None:
+        grid = "continuous" if ar == "exact" else AUTHORS_GRID
+    if isinstance(grid, str):
+        if grid != "continuous":
+            raise ValueError(f"grid must be None, 'continuous' or an array of temperatures, got {grid!r}")
+        gr = None
+        lo, hi = (_temperature(b, "bounds") for b in bounds)
+        if not lo < hi:
+            raise ValueError(f"bounds must be (low, high) with low < high, got {bounds!r}")
+    else:
+        gr = np.atleast_1d(_checks.array(grid, "grid", ndim=None)).astype(float)
+        if gr.ndim != 1:
+            raise ValueError(f"grid must be one-dimensional, got shape {gr.shape}")
+        for g in gr:
+            _temperature(g, "grid")
+    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
 
     def objective(logt):
-        return float(np.mean(_score_from(sp["lam"], sp["proj"], np.exp(-logt), e)))
+        return float(np.mean(_score_any(sp, np.exp(-logt), e)))
 
-    res = optimize.minimize_scalar(objective, bounds=(np.log(lo), np.log(hi)), method="bounded",
-                                   options={"xatol": 1e-7})
-    t = float(np.exp(res.x))
+    if gr is None:
+        res = optimize.minimize_scalar(objective, bounds=(np.log(lo), np.log(hi)),
+                                       method="bounded", options={"xatol": 1e-7})
+        t, r, grisk = float(np.exp(res.x)), float(res.fun), None
+        at_bound = bool(np.isclose(res.x, np.log(lo), atol=1e-4) or
+                        np.isclose(res.x, np.log(hi), atol=1e-4))
+    else:
+        grisk = np.array([float(np.mean(_score_any(sp, 1.0 / g, e))) for g in gr])
+        k = int(np.argmin(grisk))
+        t, r = float(gr[k]), float(grisk[k])
+        at_bound = bool(t in (gr.min(), gr.max()))
     return {
         "temperature": t,
         "alpha": 1.0 / t,
-        "risk": float(res.fun),
+        "risk": r,
         "risk_at_one": objective(0.0),
         "entropy": float(np.mean(_entropy_from(sp["lam"], 1.0 / t))),
-        "at_bound": bool(np.isclose(res.x, np.log(lo), atol=1e-4) or
-                         np.isclose(res.x, np.log(hi), atol=1e-4)),
+        "at_bound": at_bound,
+        "arithmetic": ar,
+        "grid": gr,
+        "grid_risk": grisk,
     }
+
+
+def outside_share(answers, targets) -> np.ndarray:
+    r"""Share of each unit target outside the span of its answers,
+    :math:`1 - \lVert P_{\mathrm{span}}\, y\rVert^2`, shape ``(n,)`` (exact, Gram space). This is
+    the mass that meets the zero eigenvalues, at :math:`-\log\varepsilon` nats per unit."""
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    return np.clip(1.0 - _spectrum(a, y)["proj"].sum(1), 0.0, 1.0)
+
+
+def null_share(answers, temperature: float = 1.0, *, arithmetic: str = "authors") -> np.ndarray:
+    r"""Share of the temperature-scaled spectrum that lies in the null space of each predicted
+    density matrix, shape ``(n,)``: the sum of the scaled eigenvalues :math:`\mu_k` beyond the
+    :math:`r` largest, where :math:`r` is the exact rank (Gram eigenvalues above :data:`ZERO`).
+    Exactly zero for ``arithmetic="exact"``; under the authors' arithmetic it is the share that
+    round-off eigenvalues take after scaling."""
+    a = _answers(answers)
+    t = _temperature(temperature)
+    ar = _arithmetic(arithmetic)
+    rank = (_spectrum(a)["lam"] > 0).sum(1)
+    if ar == "exact":
+        return np.zeros(a.shape[0])
+    mu, _ = _log_scaled(_dense(a, None, ar)["lam"], 1.0 / t)
+    mu = -np.sort(-mu, axis=1)
+    keep = np.arange(mu.shape[1])[None, :] < rank[:, None]
+    return np.clip(1.0 - np.sum(np.where(keep, mu, 0.0), axis=1), 0.0, 1.0)
+
+
+# --------------------------------------------------------------------------------------
+# The authors' arithmetic: dense d x d decompositions
+# --------------------------------------------------------------------------------------
+
+#: Dense decompositions already made, keyed by (precision, content of the answers); each
+#: serves every temperature and eps (the authors' computation is by design d x d, so it is
+#: made once per set of answers and reused).
+_DENSE_CACHE: dict = {}
+_DENSE_CACHE_SIZE = 8
+
+
+def _digest(x: np.ndarray) -> str:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=16)
+    h.update(str(x.shape).encode())
+    h.update(np.ascontiguousarray(x).view(np.uint8))
+    return h.hexdigest()
+
+
+def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
+    """Signed eigenvalues (n, d) of every dense density matrix :math:`E^\top E / m`, built and
+    decomposed in ``precision``; with targets, the squared projections (n, d) of each target on
+    the eigenvectors. Cached."""
+    key = (precision, _digest(a))
+    hy = None if y is None else _digest(y)
+    hit = _DENSE_CACHE.get(key)
+    if hit is not None and (y is None or hy in hit["proj"]):
+        return {"w": hit["w"], "proj": None if y is None else hit["proj"][hy]}
+    n, m, d = a.shape
+    dt = np.float32 if precision == "float32" else np.float64
+    w_all = np.empty((n, d))
+    p_all = np.empty((n, d)) if y is not None else None
+    step = max(1, _CHUNK_BYTES // (np.dtype(dt).itemsize * d * d * 2))
+    from threadpoolctl import threadpool_limits
+
+    for s in range(0, n, step):
+        e = a[s:s + step].astype(dt)
+        # one plain product per question (E^T E / m), as a per-question implementation does:
+        # the null-space round-off depends on how the matrix is summed
+        # one thread: many small decompositions only contend for threads, and the round-off
+        # left in the null space depends on the blocking that the thread count chooses
+        with threadpool_limits(1):
+            dense = np.stack([q.T @ q for q in e]) / dt(m)
+            w, u = np.linalg.eigh(dense)  # with vectors always, so eigenvalues never differ
+        w_all[s:s + step] = w
+        if y is not None:
+            c = np.einsum("qdk,qd->qk", u, y[s:s + step].astype(dt)).astype(float)
+            p_all[s:s + step] = c * c
+    if hit is None:
+        if len(_DENSE_CACHE) >= _DENSE_CACHE_SIZE:
+            _DENSE_CACHE.pop(next(iter(_DENSE_CACHE)))
+        hit = _DENSE_CACHE[key] = {"w": w_all, "proj": {}}
+    if y is not None:
+        hit["proj"][hy] = p_all
+    return {"w": w_all, "proj": p_all}
+
+
+def _dense(a: np.ndarray, y: np.ndarray | None, arithmetic: str) -> dict:
+    """Eigenvalues (n, d) and squared projections under one of the authors' arithmetics:
+    ``"authors"`` float32 + absolute value, ``"float64-abs"``, ``"float32-clip"``."""
+    precision = "float64" if arithmetic == "float64-abs" else "float32"
+    raw = _dense_raw(a, y, precision)
+    w = raw["w"]
+    lam = np.clip(w, 0.0, None) if arithmetic == "float32-clip" else np.abs(w)
+    return {"lam": lam, "proj": raw["proj"], "dense": True}
+
+
+def _score_any(sp: dict, alpha, eps: float) -> np.ndarray:
+    """Per-question log score from an exact (Gram) or a dense spectrum."""
+    if not sp.get("dense"):
+        return _score_from(sp["lam"], sp["proj"], alpha, eps)
+    _, logmu = _log_scaled(sp["lam"], alpha)
+    logmu = np.where(np.isfinite(logmu), logmu, np.log(eps))  # eps only for what is still zero
+    return -np.sum(sp["proj"] * logmu, axis=-1)
 
 
 # --------------------------------------------------------------------------------------
@@ -413,23 +610,37 @@ def similarity(answers, temperature: float = 1.0) -> np.ndarray:
     with :math:`D_i = h_T(\hat d(x_i))`. Values lie in [0, 1] (both matrices are p.s.d.).
     """
     a = _answers(answers)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     return _cosine(a, 1.0 / t)
 
 
-def _hcluster(sim: np.ndarray, k: int, method: str) -> np.ndarray:
+def _hcluster(sim: np.ndarray, k: int, method: str, distance: str = "cosine") -> np.ndarray:
+    """Hierarchical clusters of a similarity matrix: on ``1 - sim`` (``distance="cosine"``,
+    ours) or on the Euclidean distance between the *rows* of ``sim`` (``"rows"``, the
+    authors': :func:`scipy.spatial.distance.pdist`)."""
     n = len(sim)
     if k == 1:
         return np.zeros(n, dtype=np.int64)
     if k == n:
         return np.arange(n, dtype=np.int64)
-    dist = np.clip(1.0 - sim, 0.0, None)
-    dist = (dist + dist.T) / 2
-    np.fill_diagonal(dist, 0.0)
-    z = hierarchy.linkage(squareform(dist, checks=False), method=method)
+    if distance == "rows":
+        cond = pdist(sim, metric="euclidean")
+    else:
+        dist = np.clip(1.0 - sim, 0.0, None)
+        dist = (dist + dist.T) / 2
+        np.fill_diagonal(dist, 0.0)
+        cond = squareform(dist, checks=False)
+    z = hierarchy.linkage(cond, method=method)
     labels = hierarchy.fcluster(z, t=k, criterion="maxclust")
     _, labels = np.unique(labels, return_inverse=True)
     return labels.astype(np.int64)
+
+
+def _distance(distance) -> str:
+    if distance not in ("cosine", "rows"):
+        raise ValueError(f"distance must be 'cosine' (1 - similarity) or 'rows' (Euclidean "
+                         f"between rows of the similarity matrix), got {distance!r}")
+    return distance
 
 
 def _method(method: str) -> str:
@@ -449,7 +660,7 @@ def cluster(answers, clusters: int, temperature: float = 1.0, method: str = "ave
     k = _count(clusters, "clusters")
     if k > a.shape[0]:
         raise ValueError(f"clusters must be <= the number of questions ({a.shape[0]}), got {k}")
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     return _hcluster(_cosine(a, 1.0 / t), k, _method(method))
 
 
@@ -485,7 +696,9 @@ def _neg_entropy_rows(rows: np.ndarray) -> float:
 
 
 def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: int = 20,
-                      labels=None, method: str = "average", eps: float = EPS) -> dict:
+                      labels=None, method: str = "average", eps: float = EPS,
+                      variant: str = "ours", weighting: str | None = None,
+                      distance: str | None = None) -> dict:
     r"""Matrix calibration error :math:`\mathrm{Cal}_S` and the calibration-sharpness
     decomposition (the paper's Lemma 2) for the matrix log score.
 
@@ -513,6 +726,12 @@ def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: i
     labels : array (n,), optional
         A fixed partition; pass the same labels across temperatures to hold the conditioning
         fixed (temperature scaling is injective, so it does not change what it conditions on).
+    variant : ``"ours"`` or ``"authors"``
+        Ours weights clusters by size (``weighting="size"``) and clusters on ``1 - similarity``
+        (``distance="cosine"``); the authors' takes the unweighted mean over clusters
+        (``"uniform"``) and clusters on the Euclidean distance between rows of the similarity
+        matrix (``"rows"``, as in their Algorithm 1), re-clustering at each temperature when
+        ``labels`` is not given. ``weighting`` and ``distance`` override one part.
 
     Returns
     -------
@@ -523,14 +742,19 @@ def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: i
     a = _answers(answers)
     n, _, d = a.shape
     y = _targets(targets, n, d)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     e = _eps(eps)
     alpha = 1.0 / t
+    authors = _variant(variant) == "authors"
+    weighting = weighting or ("uniform" if authors else "size")
+    if weighting not in ("uniform", "size"):
+        raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
+    distance = _distance(distance or ("rows" if authors else "cosine"))
     if labels is None:
         k = _count(clusters, "clusters")
         if k > n:
             raise ValueError(f"clusters must be <= the number of questions ({n}), got {k}")
-        lab = _hcluster(_cosine(a, alpha), k, _method(method))
+        lab = _hcluster(_cosine(a, alpha), k, _method(method), distance)
     else:
         lab = np.asarray(labels)
         if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
@@ -570,7 +794,7 @@ def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: i
         yc = y[lab == c]
         p = ((yc @ uniq_all.T) @ coef_all) ** 2  # (n_c, r)
         sharp[c] = neg_h[c] - float(np.mean(p @ np.log(lam_all)))
-    wts = sizes / n
+    wts = sizes / n if weighting == "size" else np.full(k, 1.0 / k)
     calibration = float(wts @ cal)
     sharpness = float(wts @ sharp)
     noise = -neg_h_all
@@ -613,7 +837,7 @@ def naive_reliability(answers, targets, temperature: float = 1.0, bins: int = 8)
     a = _answers(answers)
     n, _, d = a.shape
     y = _targets(targets, n, d)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     b = _count(bins, "bins")
     if b > n:
         raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
@@ -626,8 +850,19 @@ def naive_reliability(answers, targets, temperature: float = 1.0, bins: int = 8)
             "ece": float(count @ np.abs(pred - targ) / n), "bins": groups}
 
 
+def _quantile_bins(values: np.ndarray, bins: int) -> list[np.ndarray]:
+    """The authors' bins: equal-mass edges from :func:`numpy.quantile`, duplicate edges merged
+    with :func:`numpy.unique`, values assigned with :func:`numpy.digitize` on the inner edges
+    (so tied values share a bin, and fewer than ``bins`` bins may remain)."""
+    edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
+    idx = np.digitize(values, edges[1:-1])
+    return [np.flatnonzero(idx == b) for b in range(len(edges) - 1) if np.any(idx == b)]
+
+
 def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clusters: int = 5, *,
-                method: str = "average", weighting: str = "uniform") -> dict:
+                method: str = "average", weighting: str = "uniform", variant: str = "ours",
+                binning: str | None = None, distance: str | None = None,
+                cluster_on: str | None = None, min_cluster: int | None = None) -> dict:
     r"""Algorithm 1 of the paper: a reliability diagram for eigenvalues that conditions on the
     predicted density matrix.
 
@@ -640,39 +875,66 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
        targets (``weighting="uniform"``, as written in Algorithm 1, or ``"size"``, weighting each
        cluster by its number of questions).
 
+    ``variant="ours"`` and ``variant="authors"`` differ in four places, each of which can be
+    set on its own (``None`` follows the variant):
+
+    ============== ===================================== ==========================================
+    option         ours                                  authors'
+    ============== ===================================== ==========================================
+    ``binning``    ``"split"``: sorted, ``array_split``  ``"quantile"``: ``np.quantile`` edges,
+                   (ties split by question order)        ``np.unique``, ``np.digitize`` (ties share)
+    ``distance``   ``"cosine"``: ``1 - similarity``      ``"rows"``: Euclidean between rows of the
+                                                         similarity matrix (``pdist``)
+    ``cluster_on`` ``"scaled"`` matrices                 ``"unscaled"`` (T = 1) matrices
+    ``min_cluster`` 1 (singletons kept)                  2 (smaller clusters dropped)
+    ============== ===================================== ==========================================
+
+    With the authors' variant a bin may hold fewer questions than ``clusters`` (then it gets one
+    cluster per question), and a bin whose clusters are all dropped has no target (NaN) and is
+    left out of the ECE.
+
     Returns
     -------
     dict
         ``predicted`` (B,), ``target`` (B,), ``count`` (B,), ``ece`` (count-weighted mean
-        absolute gap), ``cluster_targets`` (list of arrays), ``cluster_sizes`` (list of arrays),
-        ``within_cluster`` and ``within_bin`` (mean pairwise similarity of predicted matrices
-        over distinct pairs sharing a cluster / a bin; the paper's Table 4), ``bins``.
+        absolute gap over bins with a target), ``cluster_targets`` (list of arrays),
+        ``cluster_sizes`` (list of arrays, before dropping), ``within_cluster`` and
+        ``within_bin`` (mean pairwise similarity of the matrices clustered, over distinct pairs
+        sharing a cluster / a bin; the paper's Table 4), ``bins``.
     """
     a = _answers(answers)
     n, m, d = a.shape
     y = _targets(targets, n, d)
-    t = _checks.temperature(temperature)
+    t = _temperature(temperature)
     b = _count(bins, "bins")
     k = _count(clusters, "clusters")
     method = _method(method)
+    authors = _variant(variant) == "authors"
+    binning = binning or ("quantile" if authors else "split")
+    if binning not in ("split", "quantile"):
+        raise ValueError(f"binning must be 'split' or 'quantile', got {binning!r}")
+    distance = _distance(distance or ("rows" if authors else "cosine"))
+    cluster_on = cluster_on or ("unscaled" if authors else "scaled")
+    if cluster_on not in ("scaled", "unscaled"):
+        raise ValueError(f"cluster_on must be 'scaled' or 'unscaled', got {cluster_on!r}")
+    low = _count(min_cluster if min_cluster is not None else (2 if authors else 1), "min_cluster")
     if weighting not in ("uniform", "size"):
         raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
     if b > n:
         raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
-    smallest = n // b
-    if k > smallest:
+    if binning == "split" and k > n // b:
         raise ValueError(
-            f"clusters must be <= the smallest bin's {smallest} questions (n={n}, bins={b}), got {k}"
+            f"clusters must be <= the smallest bin's {n // b} questions (n={n}, bins={b}), got {k}"
         )
     alpha = 1.0 / t
     top = _log_scaled(_spectrum(a)["lam"], alpha)[0][:, 0]
-    groups = _equal_mass(top, b)
+    groups = _equal_mass(top, b) if binning == "split" else _quantile_bins(top, b)
     pred, targ, ctargets, csizes = [], [], [], []
     pair_c = [0.0, 0]
     pair_b = [0.0, 0]
     for g in groups:
-        sim = _cosine(a[g], alpha)
-        lab = _hcluster(sim, k, method)
+        sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0)
+        lab = _hcluster(sim, min(k, len(g)), method, distance)
         iu = np.triu_indices(len(g), 1)
         same = lab[iu[0]] == lab[iu[1]]
         pair_b[0] += sim[iu].sum()
@@ -682,18 +944,25 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
         kk = lab.max() + 1
         tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
         sc = np.bincount(lab, minlength=kk)
+        kept = sc >= low
         pred.append(top[g].mean())
-        targ.append(tc.mean() if weighting == "uniform" else float(sc @ tc / sc.sum()))
+        if not kept.any():
+            targ.append(np.nan)
+        elif weighting == "uniform":
+            targ.append(tc[kept].mean())
+        else:
+            targ.append(float(sc[kept] @ tc[kept] / sc[kept].sum()))
         ctargets.append(tc)
         csizes.append(sc)
     pred, targ = np.array(pred), np.array(targ)
     count = np.array([len(g) for g in groups])
+    has = np.isfinite(targ)
     return {
         "predicted": pred, "target": targ, "count": count,
-        "ece": float(count @ np.abs(pred - targ) / n),
+        "ece": float(count[has] @ np.abs(pred[has] - targ[has]) / count[has].sum()),
         "cluster_targets": ctargets, "cluster_sizes": csizes,
         "within_cluster": pair_c[0] / pair_c[1] if pair_c[1] else float("nan"),
-        "within_bin": pair_b[0] / pair_b[1],
+        "within_bin": pair_b[0] / pair_b[1] if pair_b[1] else float("nan"),
         "bins": groups,
     }
 
@@ -755,12 +1024,17 @@ def _auc_rows(scores: np.ndarray, correct: np.ndarray) -> np.ndarray:
         return (np.sum(r * correct, axis=-1) - pos * (pos + 1) / 2) / (pos * neg)
 
 
-def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0) -> dict:
+def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0, variant: str = "ours") -> dict:
     """AUROC of a confidence score for answer correctness, with bootstrap error bars.
 
     Higher ``scores`` must mean "more likely correct" (pass ``-entropy`` for an entropy).
     Agrees with :func:`sklearn.metrics.roc_auc_score`; the bootstrap resamples questions with
     replacement ``bootstrap`` times (draws containing a single class are skipped).
+
+    ``variant="ours"`` reports the full-sample AUROC and the bootstrap standard deviation
+    (``ddof=1``). ``variant="authors"`` reports the *mean* of the bootstrap AUROCs and, as
+    ``se``, their standard deviation (numpy's default ``ddof=0``) divided by the number of
+    draws (20 by default), which is what the authors' ± is.
 
     Returns
     -------
@@ -777,12 +1051,18 @@ def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0) -> dict:
     if c.min() == c.max():
         raise ValueError("correct must contain both correct and incorrect answers for an AUROC")
     nb = _count(bootstrap, "bootstrap", low=0)
+    authors = _variant(variant) == "authors"
+    if authors and nb < 1:
+        raise ValueError("variant='authors' averages bootstrap draws: bootstrap must be >= 1")
     value = float(_auc_rows(s, c))
     draws = np.empty(0)
     if nb:
         idx = np.random.default_rng(seed).integers(0, len(s), size=(nb, len(s)))
         draws = _auc_rows(s[idx], c[idx])
         draws = draws[np.isfinite(draws)]
+    if authors:
+        return {"auroc": float(draws.mean()), "se": float(draws.std() / len(draws)),
+                "draws": draws}
     return {"auroc": value, "se": float(draws.std(ddof=1)) if len(draws) > 1 else float("nan"),
             "draws": draws}
 
@@ -841,7 +1121,8 @@ def semantic_entropy(answers, threshold: float = 0.9) -> dict:
     return {"entropy": ent, "classes": new.sum(1), "largest": largest}
 
 
-def kernel_language_entropy(answers, time: float = 1.0) -> np.ndarray:
+def kernel_language_entropy(answers, time: float | None = None, *,
+                            variant: str = "ours") -> np.ndarray:
     r"""Kernel language entropy (Nikitin et al., 2024) with an embedding-similarity graph.
 
     Per question, the weighted graph on the ``m`` answers has weights
@@ -851,15 +1132,29 @@ def kernel_language_entropy(answers, time: float = 1.0) -> np.ndarray:
     :math:`\mathrm{KLE} = -\sum_k \kappa_k \log \kappa_k` with
     :math:`\kappa = \operatorname{softmax}(-t\,\lambda(L))`. (The plain cosine kernel
     :math:`E E^\top / m` would give back :func:`entropy` exactly.)
+
+    ``variant="ours"``: ``time`` defaults to 1 and the kernel is divided by its trace.
+    ``variant="authors"``: ``time`` defaults to 0.4 and the kernel is normalised entrywise,
+    :math:`K_{jk} / (\sqrt{K_{jj} K_{kk}}\, m)` (unit trace, but a different matrix unless the
+    diagonal of :math:`K` is constant).
     """
     a = _answers(answers)
-    t = _checks.temperature(time, "time")
+    authors = _variant(variant) == "authors"
+    t = _temperature((0.4 if authors else 1.0) if time is None else time, "time")
     g = _unit_gram(a)
     m = g.shape[1]
     w = np.clip(g, 0.0, None)
     w[:, np.arange(m), np.arange(m)] = 0.0
     lap = -w
     lap[:, np.arange(m), np.arange(m)] = w.sum(2)
+    if authors:
+        lam, v = np.linalg.eigh(lap)
+        k = np.einsum("qjk,qk,qlk->qjl", v, np.exp(-t * (lam - lam[:, :1])), v)
+        dia = np.sqrt(np.einsum("qjj->qj", k))
+        kappa = np.linalg.eigvalsh(k / (dia[:, :, None] * dia[:, None, :] * m))
+        kappa = np.clip(kappa, 0.0, None)
+        logk = np.log(np.where(kappa > 0, kappa, 1.0))
+        return -np.sum(kappa * logk, axis=1)
     lam = np.linalg.eigvalsh(lap)
     logk = -t * lam - logsumexp(-t * lam, axis=1, keepdims=True)
     return -np.sum(np.exp(logk) * logk, axis=1)
