@@ -69,7 +69,8 @@ def test_pin_refuses_bad_names():
 @pytest.mark.parametrize("text, found", [
     ("float32 L2 2D 1st GPT-2 SHA-256 x86-64 top-1 d×d v1.2", []),
     ("a 21.5x gap, 3× more", ["21.5x", "3×"]),
-    ("pages 10-20, -0.5, −0.3, +1,200 and 22.5%", ["10", "20", "-0.5", "−0.3", "+1,200", "22.5%"]),
+    ("pages 10-20, -0.5, −0.3, +1,200 and 22.5%",
+     ["10", "20", "-0.5", "−0.3", "+1,200", "22.5%"]),
     ("T=2, (0.1,0.2), n = 500.", ["2", "0.1", "0.2", "500"]),
     ("a 64-character window, 1e-5", ["64", "1e-5"]),
 ])
@@ -144,7 +145,8 @@ settings:
 ---
 """
 
-PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=")
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5"
+       "CYII=")
 
 PAGE = FRONT + """
 # A page

@@ -11,9 +11,10 @@ figure captions and image ``alt`` text. Each token is classed as
 * ``bare``: anything else. A bare number fails the build (see :mod:`standarderror.sphinxext`).
 
 Not scanned: code cells and their outputs (except a figure's caption and an image's alt text),
-inline code, literal blocks, display maths, raw non-HTML (raw HTML's text *is* scanned), comments, role targets (citations, unresolved
-cross-references), footnote labels, autodoc descriptions and the generated bibliography. Inline
-maths is scanned, but only its tokens with a decimal point or 3+ digits count.
+inline code, literal blocks, display maths, raw non-HTML (raw HTML's text *is* scanned),
+comments, role targets (citations, unresolved cross-references), footnote labels, autodoc
+descriptions and docstrings, and the generated bibliography. Inline maths is scanned, but only
+its tokens with a decimal point or 3+ digits count.
 
 A number is digits with optional thousands commas, decimals, exponent, a leading sign (+, -,
 U+2212) and a trailing ``%``, or a factor such as ``21.5x`` / ``3×``. Digits glued to a word are
