@@ -121,7 +121,23 @@ cell   9
     assert found == {("1", "prose"), ("0.25", "prose"), ("0.75", "math"), ("7", "prose"),
                      ("8", "prose"), ("9", "prose"), ("10", "alt"), ("11", "caption")}
     c = counts(scan(tree, ["Title 1"]))
-    assert c == {"found": 8, "pinned": 0, "declared": 1, "bare": 7}
+    assert c == {"found": 8, "pinned": 0, "declared": 1, "quoted": 0, "bare": 7}
+
+
+def test_a_box_titled_quoted_holds_another_works_numbers_and_only_that_box():
+    tree = _doctree("""
+.. admonition:: Quoted from the published episode
+
+   They measured 22.5% and 0.4.
+
+.. admonition:: Not quoted
+
+   We measured 0.3.
+
+After the box, 0.6.
+""")
+    found = {(f.number, f.cls) for f in scan(tree, [])}
+    assert found == {("22.5%", "quoted"), ("0.4", "quoted"), ("0.3", "bare"), ("0.6", "bare")}
 
 
 # ------------------------------------------------------------------------------------------

@@ -26,7 +26,9 @@ cell's figure caption and alt text are rendered through a placeholder image)::
     python -m standarderror.sphinxext.numbers lectures/ep3_temperature.md [...]
 
 lists each page's bare numbers with ``path:line`` and a per-page count (found, pinned, declared,
-bare); it exits 1 when a page has a bare number.
+quoted, bare); it exits 1 when a page has a bare number. Numbers inside an admonition titled
+"Quoted ..." are another work's, quoted with their source: they are counted as quoted, not
+checked (DESIGN.md: external numbers are marked as quotations and are not pinned).
 """
 
 from __future__ import annotations
@@ -234,6 +236,14 @@ def _skip_subtree(node) -> bool:
     return False
 
 
+def _is_quoted_box(node) -> bool:
+    """An admonition whose title starts with "Quoted" (the seed-overlap tool skips it too)."""
+    if not isinstance(node, nodes.Admonition):
+        return False
+    title = next((c for c in node.children if isinstance(c, nodes.title)), None)
+    return title is not None and title.astext().lstrip().startswith("Quoted")
+
+
 def _is_output(node) -> bool:
     return isinstance(node, nodes.container) and node.get("nb_element") in (
         "cell_code_output", "mime_bundle")
@@ -246,7 +256,7 @@ class Finding:
     number: str
     line: int | None
     kind: str  # "prose", "caption", "alt" or "math"
-    cls: str   # "pinned", "declared" or "bare"
+    cls: str   # "pinned", "declared", "quoted" or "bare"
     context: str
 
     def as_dict(self) -> dict:
@@ -375,6 +385,15 @@ def scan(doctree, phrases: list[str]) -> list[Finding]:
                     _scan_pieces([(_html_text(child.astext()), CHECK)], _line_of(child),
                                  "prose", phrases, findings)
                 continue
+            if _is_quoted_box(child):
+                # a box titled "Quoted ...": another work's numbers, quoted with their source
+                # (DESIGN: external numbers are marked as quotations and are not pinned)
+                first = len(findings)
+                visit(child, in_output)
+                for f in findings[first:]:
+                    if f.cls != "pinned":
+                        f.cls = "quoted"
+                continue
             if in_output or _is_output(child):
                 # code output: only a figure's caption/legend and an image's alt are prose
                 if isinstance(child, (nodes.caption, nodes.legend)):
@@ -404,7 +423,7 @@ def scan(doctree, phrases: list[str]) -> list[Finding]:
 
 
 def counts(findings: list[Finding]) -> dict:
-    c = {"found": len(findings), "pinned": 0, "declared": 0, "bare": 0}
+    c = {"found": len(findings), "pinned": 0, "declared": 0, "quoted": 0, "bare": 0}
     for f in findings:
         c[f.cls] += 1
     return c
@@ -546,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no such page: {p}")
     root = _book_root(pages[0])
     results = _read_pages(pages, root)
-    total = {"found": 0, "pinned": 0, "declared": 0, "bare": 0}
+    total = {"found": 0, "pinned": 0, "declared": 0, "quoted": 0, "bare": 0}
     failed = False
     for page in pages:
         res = results[page]
@@ -566,10 +585,10 @@ def main(argv: list[str] | None = None) -> int:
             total[k] += c[k]
         failed |= c["bare"] > 0
         print(f"{rel}: {c['found']} numbers: {c['pinned']} pinned, {c['declared']} declared, "
-              f"{c['bare']} bare")
+              f"{c['quoted']} quoted, {c['bare']} bare")
     if len(pages) > 1:
         print(f"total: {total['found']} numbers: {total['pinned']} pinned, "
-              f"{total['declared']} declared, {total['bare']} bare")
+              f"{total['declared']} declared, {total['quoted']} quoted, {total['bare']} bare")
     sys.stdout.flush()
     print(f"({time.time() - t0:.1f} s, nothing executed)", file=sys.stderr)
     return 1 if failed else 0
