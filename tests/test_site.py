@@ -415,15 +415,21 @@ return Array.from(article.querySelectorAll('pre')).filter(
              : pre.closest('.cell_input, .cell') ? 'code cell' : 'code block';
   const lines = pre.textContent.split('\n');
   const longest = lines.reduce((a, b) => b.length > a.length ? b : a, '');
+  const cs = getComputedStyle(pre);
+  const ctx = document.createElement('canvas').getContext('2d');
+  ctx.font = `${cs.fontStyle} ${cs.fontWeight} ${cs.fontSize} ${cs.fontFamily}`;
+  const inner = pre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
   return {kind: kind, scroll: pre.scrollWidth, client: pre.clientWidth,
-          chars: longest.length, line: longest.slice(0, 70)};
+          chars: longest.length, line: longest.slice(0, 70),
+          fits: Math.floor(inner / (ctx.measureText('0'.repeat(100)).width / 100)),
+          boxed: !!pre.closest('.admonition')};
 });
 """
 
 # The window in which code lines are measured. From 1440 px up the article column is at its
-# full width, 790 px: 93 characters of the 14 px monospace font, room for the 88-character lines
-# the lectures keep to. (At 1280 px the page's own table of contents takes a column and leaves
-# 688 px, 81 characters; at 1024 px it folds away and leaves 755 px, 89 characters.)
+# full width, and a code cell's <pre> holds 89 characters of the 14 px monospace font: room for
+# the 88-character lines the lectures keep to (inside a solution or other box, 81). At 1280 px
+# the page's own table of contents takes a column and leaves 77; at 1024 px it folds away (85).
 COLUMN_WINDOW = (1440, 1000)
 
 # Kinds of numbered element a link text may name ("Theorem 2", "Exercise 3.1").
@@ -751,8 +757,9 @@ def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
     solution and collapsed block opened, fits its width (scrollWidth <= clientWidth) in a
     window where the column has its full width (COLUMN_WINDOW)."""
     pages = _reader(visits)
-    problems = [f"{page}: {o['kind']} line of {o['chars']} characters is cut "
-                f"({o['scroll']} px in a {o['client']} px column): {o['line']!r}"
+    problems = [f"{page}: {o['kind']} line of {o['chars']} characters is cut: its column holds "
+                f"{o['fits']}{' (inside a solution or box, narrower than the page)' if o['boxed'] else ''}"
+                f": {o['line']!r}"
                 for page, r in pages.items() for o in r["overflow"]]
     assert not problems, f"{len(problems)} block(s) with cut lines:\n" + "\n".join(problems)
 
