@@ -547,6 +547,7 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
 def visits(server, browser):
     """Visit every page once, in a fresh profile (so a first-time reader's console is what we
     see); return {page: report}, which every browser test below reads."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.support.ui import WebDriverWait
 
     base = f"http://127.0.0.1:{server.server_port}/"
@@ -569,7 +570,12 @@ def visits(server, browser):
         report["url"], report["base"] = base + page, base
         browser.save_screenshot(str(SHOTS / (page[:-5].replace("/", "__") + ".png")))
         if "mathjaxFailed" not in report:
-            report["reader"] = _read_like_a_reader(browser, page, incoming.get(page, set()))
+            try:
+                report["reader"] = _read_like_a_reader(browser, page, incoming.get(page, set()))
+            except WebDriverException as exc:  # reported by the landing test, not a crash here
+                report["reader"] = {"numbered": [], "xrefs": [], "solutions": [], "overflow": [],
+                                    "landings": [{"from": "-", "fragment": "-", "problem":
+                                                  f"the reader's checks broke: {exc.msg}"}]}
         out[page] = report
     print(f"site: visited {len(pages)} pages in {time.perf_counter() - start:.1f} s; "
           f"screenshots in {SHOTS}")
