@@ -65,8 +65,9 @@ def sum_tolerance(dtype, classes: int, atol: float = 1e-6) -> float:
 
 
 def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
-    """A (rows x classes) array of probabilities in [0, 1] whose rows sum to one (within
-    :func:`sum_tolerance` of the input's dtype and number of classes)."""
+    """A (rows x classes) float64 array of probabilities in [0, 1] whose rows sum to one
+    (within :func:`sum_tolerance` of the input's dtype and number of classes; input of lower
+    precision than float64 is renormalised once in float64)."""
     raw = real(p, name)
     p = array(raw, name, ndim=2)
     atol = sum_tolerance(raw.dtype, p.shape[1], atol)
@@ -80,6 +81,10 @@ def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
             f"rows of {name} must sum to one (largest deviation {err:.3g}); "
             "pass softmax probabilities, not logits"
         )
+    if raw.dtype.kind == "f" and raw.dtype.itemsize < 8:
+        # lower precision accepted within its own tolerance: renormalise once in float64, so
+        # the rows sum to one at float64 precision for everything downstream
+        p = p / p.sum(axis=1, keepdims=True)
     return p
 
 
@@ -114,6 +119,9 @@ def log_probabilities(logp, name: str = "logp", *, atol: float = 1e-6) -> np.nda
     if err > sum_tolerance(raw.dtype, a.shape[1], atol):
         raise ValueError(f"rows of exp({name}) must sum to one (largest deviation {err:.3g}); "
                          "pass scale(logits, 1.0) to normalise logits")
+    if raw.dtype.kind == "f" and raw.dtype.itemsize < 8:  # renormalise once in float64
+        top = a.max(axis=1, keepdims=True)
+        a = a - (top + np.log(np.exp(a - top).sum(axis=1, keepdims=True)))
     return a
 
 

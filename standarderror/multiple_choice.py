@@ -42,6 +42,7 @@ from collections import Counter
 import numpy as np
 import torch
 
+from standarderror import _checks
 from standarderror.llm import tiny
 from standarderror.uncertainty import coverage as cv
 
@@ -72,8 +73,15 @@ def _pool(pool: int, lengths: tuple[int, int]) -> tuple:
 def distractor_pool(pool: int = 500, lengths: tuple[int, int] = LENGTHS) -> dict[int, list[str]]:
     """The ``pool`` most frequent lower-cased training words with lengths in ``lengths``
     (inclusive), grouped by length; ties in frequency are broken alphabetically."""
+    pool = _checks.positive_int(pool, "pool")
+    try:
+        lo, hi = (_checks.positive_int(v, "lengths") for v in lengths)
+    except (TypeError, ValueError):
+        raise ValueError(f"lengths must be a pair of positive integers, got {lengths!r}") from None
+    if lo > hi:
+        raise ValueError(f"lengths must be (shortest, longest), got {lengths!r}")
     out: dict[int, list[str]] = {}
-    for w, _ in _pool(int(pool), tuple(lengths)):
+    for w, _ in _pool(pool, (lo, hi)):
         out.setdefault(len(w), []).append(w)
     return out
 
@@ -282,7 +290,7 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0)) -> 
     """
     z, y, cal = fam["logits"], fam["y"], fam["calibration"]
     at = {t: _size_table(z, y, cal, t, alpha) for t in temperatures}
-    fitted_t = np.array([cv.fitted_temperature(zi[cal], y[cal]) for zi in z])
+    fitted_t = np.array([cv.fit_temperature(zi[cal], y[cal]) for zi in z])
     fit = _size_table(z, y, cal, fitted_t, alpha)
     base = at[1.0]
     keys = {"lac": "lac_size", "aps": "aps_size", "average": "average_size"}
@@ -318,6 +326,9 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
         ``within``, ``across_lac``, ``across_aps`` (arrays of tau), ``discordant_within``
         (discordant pairs per split), ``pairs``.
     """
+    splits = _checks.positive_int(splits, "splits")
+    if splits < 2:
+        raise ValueError(f"splits must be at least 2 (consecutive splits are compared), got {splits}")
     z, y = fam["logits"], fam["y"]
     n = len(y)
     rng = np.random.default_rng(seed)

@@ -248,7 +248,7 @@ def test_temperature_keeps_argmax_and_fit_recovers_temperature():
     true_t = 2.0
     p = cv.softmax_logits(z, true_t)
     y = (rng.random(len(z))[:, None] > np.cumsum(p, 1)).sum(1).clip(max=5)
-    t_hat = cv.fitted_temperature(z, y)
+    t_hat = cv.fit_temperature(z, y)
     assert abs(t_hat - true_t) < 0.1
 
 

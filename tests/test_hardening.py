@@ -26,3 +26,165 @@ def test_unknown_codec_raises_lookup_error_after_import():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True).stdout.split()
     assert out == ["LookupError", "utf-8"]
+
+
+# --- silent wrong answers (each failed before issue 12) -------------------------------------
+
+from standarderror import _checks  # noqa: E402
+from standarderror.uncertainty import binning as bn  # noqa: E402
+from standarderror.uncertainty import calibration as cb  # noqa: E402
+from standarderror.uncertainty import coverage as cv  # noqa: E402
+from standarderror.uncertainty import exchangeability as ex  # noqa: E402
+
+
+def _probs(rows=50, k=4, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 2, (rows, k))
+    p = np.exp(z - np.logaddexp.reduce(z, axis=1, keepdims=True))
+    return z, p, rng.integers(0, k, rows)
+
+
+def test_complex_input_is_refused_not_truncated():
+    _, p, y = _probs()
+    with pytest.raises(ValueError, match="p must be real"):
+        cb.nll(p + 0.3j, y)
+    with pytest.raises(ValueError, match="confidence must be real"):
+        cb.ece(p.max(1) + 0j, p.argmax(1) == y)
+    with pytest.raises(ValueError, match="logits must be real"):
+        cv.softmax_logits(p.astype(complex))
+    with pytest.raises(ValueError, match="temperature must be a real number"):
+        cb.scale(np.log(p), 1 + 1j)
+
+
+def test_string_and_object_labels_name_the_argument():
+    _, p, y = _probs()
+    with pytest.raises(ValueError, match="y must be numeric"):
+        cb.nll(p, y.astype(str))
+    with pytest.raises(ValueError, match="y must be numeric"):
+        cb.brier(p, np.array([object()] * len(y)))
+    with pytest.raises(ValueError, match="y_cal must be numeric"):
+        cv.conformal_sets(p, y.astype(str), p)
+    with pytest.raises(ValueError, match="confidence must be numeric"):
+        cb.ece(["high"] * 3, [True, False, True])
+
+
+def test_float32_softmax_over_a_large_vocabulary_is_accepted():
+    import torch
+
+    torch.manual_seed(0)
+    logits = torch.randn(64, 32_000) * 3
+    p32 = torch.softmax(logits, dim=-1).numpy()          # float32, as a model returns it
+    assert np.abs(p32.astype(np.float64).sum(1) - 1).max() > 1e-6   # what used to be refused
+    y = p32.argmax(1)
+    assert np.isfinite(cb.nll(p32, y))
+    cv.conformal_sets(p32[:32], y[:32], p32[32:], alpha=0.2)
+    logp32 = torch.log_softmax(logits, dim=-1).numpy()
+    cb.confidence_scores(logp32)
+    # float64 input keeps the strict tolerance, and logits are still refused
+    with pytest.raises(ValueError, match="sum to one"):
+        cb.nll(p32.astype(np.float64) * 1.001, y)
+    assert _checks.sum_tolerance(np.float64, 32_000) == 1e-6
+
+
+def test_temperature_fit_from_logits_survives_an_underflowing_label():
+    rng = np.random.default_rng(0)
+    n = 20_000
+    z = rng.normal(0, 1, (n, 5))
+    y = rng.integers(0, 5, n)
+    z[np.arange(n), y] += 1.5
+    z[0] = [750.0, 0, 0, 0, 0]
+    y[0] = 1                                   # softmax(z[0])[1] underflows to exactly 0
+    t = cb.fit_temperature(z, y)
+    # the optimum by brute force on a fine grid, in log space
+    from scipy.special import log_softmax
+    grid = np.linspace(0.5, 5, 1801)
+    nll = [-log_softmax(z / g, axis=1)[np.arange(n), y].mean() for g in grid]
+    assert t == pytest.approx(grid[int(np.argmin(nll))], abs=0.005)
+    assert t < 5.0                             # the old route returned the bound, 20.0
+    # probabilities that underflowed cannot be fitted: an error, not the bound
+    p = np.exp(log_softmax(z, axis=1))
+    with pytest.raises(ValueError, match="probability zero"):
+        cb.fitted_temperature(p, y, np.arange(n), halves=1)
+
+
+def test_temperature_fit_at_a_bound_warns():
+    z = np.array([[5.0, 0.0], [0.0, 5.0], [4.0, 1.0], [1.0, 4.0]])
+    y = np.array([0, 1, 0, 1])                 # separable: NLL falls as T -> 0
+    with pytest.warns(cb.TemperatureAtBoundWarning, match="edge of bounds"):
+        t = cb.fit_temperature(z, y)
+    assert t == pytest.approx(0.05, abs=1e-3)
+
+
+def test_one_row_fit_names_no_missing_argument():
+    z, _, y = _probs(1)
+    with pytest.warns(cb.TemperatureAtBoundWarning):
+        t = cv.fit_temperature(z, y)          # used to mention a "sequence" argument
+    assert np.isfinite(t)
+
+
+def test_tiny_temperatures_whose_reciprocal_overflows_are_refused():
+    _, p, _ = _probs()
+    with pytest.raises(ValueError, match="temperature"):
+        cb.scale(np.log(p), 1e-320)
+    with pytest.raises(ValueError, match="temperature"):
+        cv.softmax_logits(p, 1e-320)
+
+
+def test_reordering_refuses_probabilities_in_place_of_log_probabilities():
+    _, p, y = _probs(200)
+    table = cb.temperature_table((0.5, 2.0), data={"p": p, "y": y})
+    cb.reordering(table)
+    with pytest.raises(ValueError, match="log-probabilities"):
+        cb.reordering({**table, "logp": p})
+
+
+def test_semantic_validation():
+    from standarderror.llm import semantic as se
+
+    with pytest.raises(ValueError, match="truth has 2"):
+        se.correct(["a", "b", "c"], ["a", "b"])
+    assert se.correct(["Lord", "x"], ["lord", "y"]).tolist() == [True, False]
+    with pytest.raises(ValueError, match="single string"):
+        se.hash_embed("lord")
+    assert se.hash_embed(["lord"]).shape == (1, 256)
+
+
+def test_empty_selections_are_refused():
+    from standarderror import multiple_choice as mc
+
+    with pytest.raises(ValueError, match="pool"):
+        mc.distractor_pool(pool=0)
+    with pytest.raises(ValueError, match="splits"):
+        mc.split_control({"logits": np.zeros((2, 4, 6)), "y": np.zeros(4, int)}, splits=0)
+
+
+def test_inversions_scale_and_agree_with_the_pairwise_definition():
+    rng = np.random.default_rng(3)
+    acc, size = rng.integers(0, 8, 120) / 8, rng.integers(0, 8, 120) / 4
+    better = acc[:, None] > acc[None, :]
+    hits = np.argwhere(better & (size[:, None] > size[None, :]))
+    r = cv.inversions(acc, size)
+    assert r["count"] == len(hits) and r["pairs"] == better.sum()
+    assert r["which"] == [tuple(int(v) for v in h) for h in hits]
+    big = cv.inversions(rng.random(100_000), rng.random(100_000))   # O(n^2) would need 80 GB
+    assert big["which"] is None and 0 < big["count"] < big["pairs"]
+
+
+def test_memory_bounded_functions_match_their_old_results():
+    """Chunked draws give the same subsets and masks as one big draw did."""
+    keys = np.random.default_rng(5).random((30, 1000))
+    assert np.array_equal(bn.subsample(1000, 40, 30, seed=5),
+                          np.argpartition(keys, 40, axis=1)[:, :40])
+    seq = np.repeat(np.arange(40), 8)
+    rng = np.random.default_rng(2)
+    order = rng.permuted(np.tile(np.arange(320), (12, 1)), axis=1)
+    old = np.zeros((12, 320), bool)
+    np.put_along_axis(old, order[:, :160], True, axis=1)
+    assert np.array_equal(ex.calibration_masks(seq, splits=12, seed=2), old)
+
+
+def test_one_name_one_meaning():
+    assert cv.kendall_tau is cb.kendall_tau
+    assert cv.fit_temperature is cb.fit_temperature
+    assert not hasattr(cv, "fitted_temperature")
+    assert cv.conformal_rank(9, 0.1) == 9 and cv.conformal_rank(99, 0.1) == 90

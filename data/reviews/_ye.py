@@ -195,7 +195,7 @@ def evaluate(task: dict, temperature=1.0) -> dict:
 
 def fitted(model, prompt, z, y, cal) -> float:
     """Maximum-likelihood temperature on the calibration half."""
-    return cv.fitted_temperature(z[cal], y[cal])
+    return cv.fit_temperature(z[cal], y[cal])
 
 
 def header(root: Path, data: dict) -> None:

@@ -102,8 +102,30 @@ def first_word(sample: str) -> str:
 
 
 def correct(predicted, truth) -> np.ndarray:
-    """Exact match of single words, case-insensitive (ROUGE-L F1 = 1 on single words)."""
+    """Exact match of single words, case-insensitive (ROUGE-L F1 = 1 on single words).
+
+    ``predicted`` and ``truth`` are lists of strings of the same length (a ``ValueError``
+    otherwise: pairing lists of different lengths would silently drop answers)."""
+    predicted, truth = _strings(predicted, "predicted"), _strings(truth, "truth")
+    if len(predicted) != len(truth):
+        raise ValueError(f"predicted has {len(predicted)} answers but truth has {len(truth)}; "
+                         "pass one answer per question")
     return np.array([p.lower() == t.lower() for p, t in zip(predicted, truth)], dtype=bool)
+
+
+def _strings(values, name: str) -> list[str]:
+    """A list of strings; a bare string is refused (it would be read character by character)."""
+    if isinstance(values, (str, bytes)):
+        raise ValueError(f"{name} must be a list of strings, got a single string {values!r:.40}; "
+                         "wrap it in a list")
+    try:
+        out = list(values)
+    except TypeError:
+        raise ValueError(f"{name} must be a list of strings, got {type(values).__name__}") from None
+    bad = [v for v in out if not isinstance(v, str)]
+    if bad:
+        raise ValueError(f"{name} must hold strings only, got {bad[0]!r}")
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -245,6 +267,9 @@ def hash_embed(strings: list[str], *, dim: int = 256, sizes=(2, 3, 4)) -> np.nda
     L2-normalised. It sees spelling only (``"lord"`` is close to ``"lords"``, far from
     ``"king"``): an embedder with no semantics, which is what makes it a useful second opinion.
     """
+    strings = _strings(strings, "strings")
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+        raise ValueError(f"dim must be a positive integer, got {dim!r}")
     out = np.zeros((len(strings), dim))
     for r, s in enumerate(strings):
         w = f"<{s.lower()}>"

@@ -78,9 +78,18 @@ def _binned(c: np.ndarray, ok: np.ndarray, bins: int, adaptive: bool):
     if c.shape[0] == 1:
         count = np.bincount(which[0], minlength=bins).astype(float)[None, :]
         conf_sum = np.bincount(which[0], weights=c[0], minlength=bins)[None, :]
-        indicator = np.zeros((c.shape[1], bins), dtype=np.float32)
-        indicator[np.arange(c.shape[1]), which[0]] = 1.0
-        hits = (ok.astype(np.float32) @ indicator).astype(float)
+        rows = c.shape[1]
+        if rows * bins <= 1 << 22 and rows < 1 << 24:  # small: one exact float32 product
+            indicator = np.zeros((rows, bins), dtype=np.float32)
+            indicator[np.arange(rows), which[0]] = 1.0
+            hits = (ok.astype(np.float32) @ indicator).astype(float)
+        else:  # large: bincounts a few draws at a time (memory stays O(rows + bins))
+            hits = np.empty((draws, bins))
+            step = max(1, (1 << 22) // rows)
+            for start in range(0, draws, step):
+                part = ok[start:start + step]
+                hits[start:start + len(part)] = _bin_sums(
+                    np.broadcast_to(which, part.shape), part.astype(float), bins)
         return np.broadcast_to(count, (draws, bins)), np.broadcast_to(conf_sum, (draws, bins)), hits
     return (_bin_sums(which, np.ones(c.shape), bins), _bin_sums(which, c, bins),
             _bin_sums(which, ok.astype(float), bins))
@@ -111,7 +120,13 @@ def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray
     c = _confidence(confidence)
     draws = _positive_int(draws, "draws")
     shape = c.shape if c.ndim == 2 else (draws, c.size)
-    return np.random.default_rng(seed).random(shape) < c
+    rng = np.random.default_rng(seed)
+    out = np.empty(shape, dtype=bool)
+    step = max(1, (1 << 22) // shape[1])  # uniforms a few draws at a time (the same stream)
+    for start in range(0, shape[0], step):
+        stop = min(start + step, shape[0])
+        out[start:stop] = rng.random((stop - start, shape[1])) < (c[start:stop] if c.ndim == 2 else c)
+    return out
 
 
 def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
@@ -206,10 +221,18 @@ def subsample(rows: int, size: int, draws: int = 200, seed: int = 0) -> np.ndarr
     draws = _positive_int(draws, "draws")
     if size > rows:
         raise ValueError(f"size={size} is larger than rows={rows}; a subset cannot repeat rows")
-    keys = np.random.default_rng(seed).random((draws, rows))
-    if size == rows:
-        return np.argsort(keys, axis=1)
-    return np.argpartition(keys, size, axis=1)[:, :size]
+    rng = np.random.default_rng(seed)
+    out = np.empty((draws, size), dtype=np.int64)
+    # the keys are drawn a few draws at a time (the same stream as one draws x rows array, so
+    # the same subsets), never more than about 4 million keys at once: 10^6 rows fit in memory
+    step = max(1, (1 << 22) // rows)
+    for start in range(0, draws, step):
+        keys = rng.random((min(step, draws - start), rows))
+        if size == rows:
+            out[start:start + len(keys)] = np.argsort(keys, axis=1)
+        else:
+            out[start:start + len(keys)] = np.argpartition(keys, size, axis=1)[:, :size]
+    return out
 
 
 def ece_floor(confidence, sizes, bins=(5, 10, 15, 30, 60), *, draws: int = 200,
@@ -434,7 +457,7 @@ def verdicts(logp, y, sequence, temperatures=(1.0, 1.2), sizes=(4, 16, 64), *,
         T); ``agreement``: metric -> array over ``sizes``; ``sizes``, ``rows_per_sequence``,
         ``draws``, ``temperatures``.
     """
-    logp = cb._normalised_logp(logp)
+    logp = _checks.log_probabilities(logp)
     y = _checks.labels(y, logp.shape[1], logp.shape[0])
     seq = np.asarray(sequence)
     if seq.shape != y.shape:

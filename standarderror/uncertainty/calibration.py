@@ -431,24 +431,50 @@ def kendall_tau(x, y) -> dict:
     and :math:`n_x, n_y` the pairs tied in ``x`` and in ``y``. :math:`D` is the number of
     inversions of ``y`` once rows are sorted by ``(x, y)``, counted by a vectorised bottom-up
     merge (Knight, 1966). The same quantity as ``scipy.stats.kendalltau`` (variant "b").
+    Only the order of the values matters: scores, mean set sizes or ranks may be passed
+    (``coverage.kendall_tau`` is this function).
 
     Returns
     -------
     dict
         ``tau``, ``discordant`` (pairs in opposite order), ``concordant``, ``pairs``
         (:math:`n_0`), ``ties_x``, ``ties_y``, ``ties_both``.
+
+    Raises
+    ------
+    ValueError
+        With fewer than two entries, or when ``x`` or ``y`` is constant (tau is undefined).
     """
     x = _score(x, "x")
     y = _score(y, "y")
     n = _checks.same_length(x=x, y=y)
     if n < 2:
         raise ValueError("x and y need at least two entries for Kendall's tau")
+    r = pair_counts(x, y)
+    total, ties_x, ties_y = r["pairs"], r["ties_x"], r["ties_y"]
+    con, dis = r["concordant"], r["discordant"]
+    denom = (total - ties_x) * (total - ties_y)
+    if denom == 0:
+        raise ValueError("x or y is constant; Kendall's tau is undefined")
+    if ties_x == ties_y:  # exact 1.0 for identical orders
+        tau = (con - dis) / (total - ties_x)
+    else:
+        tau = (con - dis) / np.sqrt(float(total - ties_x)) / np.sqrt(float(total - ties_y))
+    return {"tau": float(tau), **r}
+
+
+def pair_counts(x, y) -> dict:
+    """Concordant, discordant and tied pair counts of two validated 1-D arrays (n >= 1), in
+    :math:`O(n \\log n)` time and :math:`O(n)` memory: the counting behind :func:`kendall_tau`
+    and :func:`standarderror.uncertainty.coverage.inversions`."""
+    n = x.size
     order = np.lexsort((y, x))
     xs, ys = x[order], y[order]
 
     def tied(*cols):
-        keys = np.stack(cols, axis=1)
-        changes = np.r_[True, (keys[1:] != keys[:-1]).any(axis=1), True]
+        changes = np.ones(n + 1, dtype=bool)
+        if n > 1:
+            changes[1:-1] = np.logical_or.reduce([c[1:] != c[:-1] for c in cols])
         t = np.diff(np.flatnonzero(changes)).astype(np.int64)
         return int((t * (t - 1) // 2).sum())
 
@@ -459,15 +485,7 @@ def kendall_tau(x, y) -> dict:
     dis = _inversions(ranks)
     total = n * (n - 1) // 2
     con = total - ties_x - ties_y + ties_both - dis
-    denom = (total - ties_x) * (total - ties_y)
-    if denom == 0:
-        raise ValueError("x or y is constant; Kendall's tau is undefined")
-    if ties_x == ties_y:  # exact 1.0 for identical orders
-        tau = (con - dis) / (total - ties_x)
-    else:
-        tau = (con - dis) / np.sqrt(float(total - ties_x)) / np.sqrt(float(total - ties_y))
-    return {"tau": float(tau),
-            "discordant": dis, "concordant": con, "pairs": total,
+    return {"discordant": dis, "concordant": con, "pairs": total,
             "ties_x": ties_x, "ties_y": ties_y, "ties_both": ties_both}
 
 
@@ -585,9 +603,10 @@ def reordering(table: dict, top: float = 0.01) -> list[dict]:
     """
     if not isinstance(table, dict) or "logp" not in table or "temperatures" not in table:
         raise ValueError("table must be the dict returned by temperature_table()")
-    if not 0 < float(top) < 1:
-        raise ValueError(f"top must lie strictly between 0 and 1, got {top!r}")
-    logp = table["logp"]
+    top = _checks.alpha(top, "top")
+    # log-probabilities, as temperature_table stores them (probabilities here would give a
+    # wrong tau without an error)
+    logp = _normalised_logp(table["logp"], "table['logp']")
     n = logp.shape[0]
     if n < 2:
         raise ValueError("table needs at least two predictions to compare orders")
@@ -775,6 +794,7 @@ class _Bootstrap:
             m_ends = m_starts + m_sizes - 1
             m_err = err[m_rows]
         out = np.empty(self.counts.shape[0])
+        chunk = max(1, min(chunk, (1 << 23) // n))  # draws at once: memory ~ chunk x rows
         for lo in range(0, self.counts.shape[0], chunk):
             c = self.counts[lo:lo + chunk]
             w = c[:, q]
@@ -896,10 +916,16 @@ class TemperatureAtBoundWarning(RuntimeWarning):
 
 def _fit_on(logp: np.ndarray, y: np.ndarray, lo: float, hi: float, what: str) -> float:
     """The bounded NLL fit on validated log-probabilities or logits; warns at a bound."""
-    res = optimize.minimize_scalar(_nll_curve(logp, y), bounds=(lo, hi), method="bounded",
-                                   options={"xatol": 1e-5})
+    f = _nll_curve(logp, y)
+    res = optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-5})
     t = float(res.x)
-    if min(t - lo, hi - t) < 1e-3 * t:
+    at_bound = min(t - lo, hi - t) < 1e-3 * t
+    if not at_bound:  # a curve flat to rounding towards a bound (separable data) ends anywhere
+        for b in (lo, hi):
+            if f(b) <= f(t):
+                t, at_bound = b, True
+                break
+    if at_bound:
         warnings.warn(
             f"{what}: the fitted temperature {t:.4g} is at the edge of bounds=({lo:g}, {hi:g}); "
             "the NLL keeps falling beyond it, so this is the bound, not an optimum (widen "

@@ -23,6 +23,7 @@ import math  # noqa: E402
 from scipy import special, stats  # noqa: E402
 
 from standarderror import _checks  # noqa: E402
+from standarderror.uncertainty import calibration as _cb  # noqa: E402
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")
@@ -31,15 +32,19 @@ QUANTILES = ("textbook", "ye")
 _CEIL_TOL = 1e-9
 
 
-def _choice(value, name: str, allowed: tuple[str, ...]) -> str:
-    if value not in allowed:
-        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    return value
+_choice = _checks.choice
+_sets = _checks.sets
 
 
-def _rank_of(n: int, alpha: float) -> int:
-    """k = ceil((n + 1)(1 - alpha)), the rank of the calibration score used as threshold."""
+def conformal_rank(n: int, alpha: float) -> int:
+    """k = ceil((n + 1)(1 - alpha)), the rank of the calibration score used as threshold
+    (with a tolerance of 1e-9 so that a decimal alpha does not round k one too high)."""
+    n = _checks.positive_int(n, "n")
+    alpha = _checks.alpha(alpha)
     return int(math.ceil((n + 1) * (1 - alpha) - _CEIL_TOL))
+
+
+_rank_of = conformal_rank
 
 
 def minimum_calibration(alpha: float) -> int:
@@ -156,7 +161,11 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
     randomized : APS only: draw :math:`U \\sim \\mathrm{Uniform}(0, 1)` per row (calibration and
         test) from ``seed`` and use the randomised score.
     nonempty : add the most probable label to an empty set (coverage can only go up).
-    seed : seed of the uniform draws (``randomized=True``).
+    seed : int, numpy.random.Generator or None
+        Seed of the uniform draws (``randomized=True``). With the default ``None`` the draws
+        come from fresh operating-system entropy, so randomised sets differ from call to
+        call; pass an integer for reproducible sets (as with scikit-learn's
+        ``random_state``).
     quantile : ``"textbook"`` or ``"ye"`` (see :func:`conformal_quantile`).
 
     Returns
@@ -193,16 +202,6 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
         sets[empty, np.argmax(p_test[empty], axis=1)] = True
     return {"sets": sets, "qhat": qhat, "scores_cal": s_cal, "scores_test": s_test,
             "score": score, "alpha": a, "n_cal": int(p_cal.shape[0])}
-
-
-def _sets(sets, name: str = "sets") -> np.ndarray:
-    s = np.asarray(sets)
-    if s.ndim != 2 or s.dtype != bool:
-        raise ValueError(f"{name} must be a two-dimensional boolean array (rows x K), got "
-                         f"dtype {s.dtype} and shape {s.shape}")
-    if s.size == 0:
-        raise ValueError(f"{name} is empty")
-    return s
 
 
 def set_summary(sets, y) -> dict:
@@ -267,39 +266,11 @@ def by_confidence(sets, y, confidence, *, bands=(0.0, 0.5, 0.7, 0.9, 1.0)) -> di
 # --------------------------------------------------------------------------------------
 
 
-def kendall_tau(a, b) -> dict:
-    r"""Kendall's :math:`\tau_b` between two orderings of the same items, with the pair counts.
-
-    For every pair :math:`i < j`, the pair is concordant when :math:`a_i - a_j` and
-    :math:`b_i - b_j` have the same sign, discordant when they have opposite signs, and tied
-    when either difference is zero. :math:`\tau_b = (C - D) / \sqrt{(P - T_a)(P - T_b)}` with
-    :math:`P` the number of pairs and :math:`T_a, T_b` the pairs tied in ``a`` and in ``b``
-    (``scipy.stats.kendalltau``'s default). ``a`` and ``b`` may be scores (e.g. mean set sizes)
-    or ranks: only their order matters. The computation is
-    :func:`standarderror.uncertainty.calibration.kendall_tau` (one implementation in the
-    package); this wrapper names the items' orderings ``a`` and ``b``.
-
-    Returns
-    -------
-    dict
-        ``tau``, ``concordant``, ``discordant``, ``pairs``, ``ties_a``, ``ties_b``.
-    """
-    from standarderror.uncertainty.calibration import kendall_tau as _kendall
-
-    a = _checks.array(a, "a", ndim=1)
-    b = _checks.array(b, "b", ndim=1)
-    _checks.same_length(a=a, b=b)
-    if a.shape[0] < 2:
-        raise ValueError("a and b need at least two items to form a pair")
-    if np.ptp(a) == 0 or np.ptp(b) == 0:
-        raise ValueError("a or b is constant: Kendall's tau is undefined; pass orderings that vary")
-    r = _kendall(a, b)
-    # tau from the integer counts, so that identical orderings give exactly 1
-    tau = (r["concordant"] - r["discordant"]) / math.sqrt(
-        (r["pairs"] - r["ties_x"]) * (r["pairs"] - r["ties_y"]))
-    return {"tau": float(tau), "concordant": int(r["concordant"]),
-            "discordant": int(r["discordant"]), "pairs": int(r["pairs"]),
-            "ties_a": int(r["ties_x"]), "ties_b": int(r["ties_y"])}
+#: Kendall's tau-b with its pair counts: one function in the package,
+#: :func:`standarderror.uncertainty.calibration.kendall_tau` (``tau``, ``concordant``,
+#: ``discordant``, ``pairs``, ``ties_x``, ``ties_y``, ``ties_both``); only the order of the
+#: two arguments' values matters, so mean set sizes or ranks may be passed.
+kendall_tau = _cb.kendall_tau
 
 
 def spearman(a, b) -> float:
@@ -318,43 +289,52 @@ def ranking(values) -> np.ndarray:
     return stats.rankdata(_checks.array(values, "values", ndim=1))
 
 
-def inversions(accuracy, size) -> dict:
+def inversions(accuracy, size, *, list_limit: int = 10_000) -> dict:
     """Pairs of models in which the more accurate one has the strictly larger mean set size.
 
-    Only pairs with different accuracies count as pairs. Returns ``count``, ``pairs`` and
-    ``which`` (a list of (more accurate, less accurate) index pairs).
+    Only pairs with different accuracies count as pairs. The counts are Kendall's concordant
+    pairs and untied pairs (:func:`kendall_tau`'s merge count, :math:`O(n \\log n)` time and
+    :math:`O(n)` memory), so 10^5 models are fine.
+
+    Returns
+    -------
+    dict
+        ``count``, ``pairs`` and ``which``: the list of (more accurate, less accurate) index
+        pairs, in row-major order, when ``count <= list_limit``; otherwise ``None`` (a list of
+        billions of pairs would not fit in memory).
     """
     acc = _checks.array(accuracy, "accuracy", ndim=1)
     sz = _checks.array(size, "size", ndim=1)
-    _checks.same_length(accuracy=acc, size=sz)
-    better = acc[:, None] > acc[None, :]
-    larger = sz[:, None] > sz[None, :]
-    hits = np.argwhere(better & larger)
-    return {"count": int(len(hits)), "pairs": int(better.sum()),
-            "which": [tuple(int(v) for v in h) for h in hits]}
+    n = _checks.same_length(accuracy=acc, size=sz)
+    if n < 2:
+        return {"count": 0, "pairs": 0, "which": []}
+    counts = _cb.pair_counts(acc, sz)
+    count, pairs = counts["concordant"], counts["pairs"] - counts["ties_x"]
+    which = None
+    if count <= list_limit:
+        which = []
+        step = max(1, 4_000_000 // n)  # rows per chunk: at most 4 million comparisons at once
+        for start in range(0, n, step):
+            a, b = acc[start:start + step, None], sz[start:start + step, None]
+            hits = np.argwhere((a > acc[None, :]) & (b > sz[None, :]))
+            which.extend((int(i) + start, int(j)) for i, j in hits)
+    return {"count": int(count), "pairs": int(pairs), "which": which}
 
 
 def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
     """Row-wise :math:`\\mathrm{softmax}(z / T)`, computed in log space (float64)."""
     z = _checks.array(logits, "logits", ndim=2)
+    if z.shape[1] < 2:
+        raise ValueError(f"logits must have at least two classes (columns), got shape {z.shape}")
     t = _checks.temperature(temperature)
     return np.exp(special.log_softmax(z / t, axis=1))
 
 
-def fitted_temperature(logits, y) -> float:
-    r"""Maximum-likelihood temperature of one model's logits on labelled rows.
-
-    :math:`\hat T = \arg\min_T -\frac{1}{n}\sum_i \log \mathrm{softmax}(z_i / T)_{y_i}`,
-    fitted on every row by :func:`standarderror.uncertainty.calibration.fitted_temperature`
-    (its ``"all"`` fit; bounded search over T in [0.05, 20]). Rows are treated as independent
-    (each row its own sequence).
-    """
-    from standarderror.uncertainty.calibration import fitted_temperature as _fit
-
-    z = _checks.array(logits, "logits", ndim=2)
-    y = _checks.labels(y, z.shape[1], z.shape[0], "y")
-    p = np.exp(special.log_softmax(z, axis=1))
-    return float(_fit(p, y, np.arange(z.shape[0]), halves=1)["all"])
+#: The maximum-likelihood temperature of logits: one function in the package,
+#: :func:`standarderror.uncertainty.calibration.fit_temperature` (``fit_temperature(logits,
+#: y)`` -> float, computed in log space). :func:`calibration.fitted_temperature` is its
+#: resampled form over sequences.
+fit_temperature = _cb.fit_temperature
 
 
 def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str = "textbook",

@@ -45,7 +45,7 @@ def _positive_int(v, name: str) -> int:
 
 def _rank(n: int, alpha: float) -> int:
     """:math:`k = \\lceil (n+1)(1-\\alpha) \\rceil`: the rank coverage.conformal_quantile uses."""
-    return cv._rank_of(n, alpha)
+    return cv.conformal_rank(n, alpha)
 
 
 def finite_sample_level(n, alpha) -> float:
@@ -166,23 +166,27 @@ def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
     idx, n_groups, size = _groups(sequence)
     frac = _checks.alpha(calibration, "calibration")
     splits = _positive_int(splits, "splits")
-    cv._choice(by, "by", SPLITS)
+    _checks.choice(by, "by", SPLITS)
     g_cal = int(round(frac * n_groups))
     if not 1 <= g_cal < n_groups:
         raise ValueError(f"calibration={frac} of {n_groups} groups leaves no calibration or no test "
                          "group; pass a fraction nearer 0.5")
     rng = np.random.default_rng(seed)
     rows = idx.size
+    # one permutation per split, drawn in turn (the same stream as permuting a splits x rows
+    # array row by row, without holding it: memory is the mask plus one permutation)
+    mask = np.zeros((splits, rows), dtype=bool)
     if by == "row":
         n_cal = g_cal * size
-        order = rng.permuted(np.tile(np.arange(rows), (splits, 1)), axis=1)
-        mask = np.zeros((splits, rows), dtype=bool)
-        np.put_along_axis(mask, order[:, :n_cal], True, axis=1)
+        for i in range(splits):
+            mask[i, rng.permutation(rows)[:n_cal]] = True
         return mask
-    order = rng.permuted(np.tile(np.arange(n_groups), (splits, 1)), axis=1)
-    member = np.zeros((splits, n_groups), dtype=bool)
-    np.put_along_axis(member, order[:, :g_cal], True, axis=1)
-    return member[:, idx]
+    member = np.zeros(n_groups, dtype=bool)
+    for i in range(splits):
+        member[:] = False
+        member[rng.permutation(n_groups)[:g_cal]] = True
+        mask[i] = member[idx]
+    return mask
 
 
 def split_coverage(scores, calibration, alpha: float = 0.1) -> dict:
@@ -284,7 +288,7 @@ def escalation(sets, y) -> dict:
         ``coverage`` (overall), ``kept_rows``. A share over no rows (nothing kept, or nothing
         escalated) is reported as NaN, never as a number that could be mistaken for a measurement.
     """
-    s = cv._sets(sets)
+    s = _checks.sets(sets)
     y = _checks.labels(y, s.shape[1], s.shape[0], "y")
     size = s.sum(axis=1)
     hit = s[np.arange(s.shape[0]), y]
