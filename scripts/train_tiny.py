@@ -17,6 +17,10 @@ committed one)::
 Writes ``step-XXXXX.safetensors`` (fp16 weights) at ``--saves`` evenly spaced points and a
 ``card.json`` with the configuration, schedule, losses (computed on the saved fp16 weights),
 vocabulary, corpus hash, wall time and versions. The last checkpoint is the final model.
+When ``--out`` lies inside the package's ``checkpoints`` directory, the run's trust anchor
+(the card's canonical SHA-256, ``ANCHORS`` in ``standarderror/llm/tiny.py``) is rewritten so
+that ``tiny.load`` accepts the new card; a run anywhere else is loaded with
+``tiny.load(directory=..., trust_card=True)``.
 """
 
 from __future__ import annotations
