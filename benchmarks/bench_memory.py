@@ -13,6 +13,11 @@ the functions that run the model (``temperature_table`` without ``data``, ``traj
 ``multiple_choice``, ``semantic``), whose memory is the model's.
 
 Run: ``python benchmarks/bench_memory.py [--rows 1000000] [--only NAME] [--isolate]``
+
+Measured on 2026-12-01 (2-core machine, numpy 2.4): every one of the 45 cases under the
+budget; the largest are ``calibration.abstention`` (711 MiB), ``calibration.shared_shape``
+(535 MiB), ``training.checkpoint_metrics`` (498 MiB) and ``binning.verdicts`` (452 MiB);
+``coverage.inversions`` on 10^5 models takes 7 MiB (it used to build n x n matrices).
 """
 
 from __future__ import annotations

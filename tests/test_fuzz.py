@@ -35,10 +35,10 @@ from standarderror.uncertainty import training as tr
 pytestmark = pytest.mark.filterwarnings(
     "ignore::standarderror.uncertainty.calibration.TemperatureAtBoundWarning")
 
-FUZZ = settings(max_examples=8, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=6, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
-#: a corrupted argument is refused whatever the rest of the data: two draws each suffice
-BAD = settings(max_examples=2, deadline=None, derandomize=True,
+#: a corrupted argument is refused whatever the rest of the data: one draw each suffices
+BAD = settings(max_examples=1, deadline=None, derandomize=True,
                suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -467,7 +467,8 @@ def pair_counts(x, y) -> dict:
     """Concordant, discordant and tied pair counts of two validated 1-D arrays (n >= 1), in
     :math:`O(n \\log n)` time and :math:`O(n)` memory: the counting behind :func:`kendall_tau`
     and :func:`standarderror.uncertainty.coverage.inversions`."""
-    n = x.size
+    x, y = _score(x, "x"), _score(y, "y")
+    n = _checks.same_length(x=x, y=y)
     order = np.lexsort((y, x))
     xs, ys = x[order], y[order]
 
