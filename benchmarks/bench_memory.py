@@ -114,7 +114,7 @@ def cases(d: dict, rows: int) -> dict:
         "binning.predicted_constant": lambda: bn.predicted_constant(conf, 15, adaptive=True),
         "binning.consistency_test": lambda: bn.consistency_test(conf, ok, draws=50),
         "binning.subset_p_values": lambda: bn.subset_p_values(
-            conf, ok, seq, 64, subsets=10, draws=50),
+            conf, ok, seq, min(64, rows // WINDOW // 2), subsets=10, draws=50),
         "binning.p_values": lambda: bn.p_values(conf[:1000], conf),
         "binning.verdicts": lambda: bn.verdicts(logp, y, seq, sizes=(4, 16), draws=50),
         # exchangeability

@@ -188,3 +188,18 @@ def test_one_name_one_meaning():
     assert cv.fit_temperature is cb.fit_temperature
     assert not hasattr(cv, "fitted_temperature")
     assert cv.conformal_rank(9, 0.1) == 9 and cv.conformal_rank(99, 0.1) == 90
+
+
+def test_memory_benchmark_runs_on_a_small_input(capsys):
+    """benchmarks/bench_memory.py covers every case at 10^6 rows when run by hand; here it runs
+    on 1,280 rows so that a changed signature breaks the tests, not the benchmark."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_memory.py"
+    spec = importlib.util.spec_from_file_location("bench_memory", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main(["--rows", "1280"]) == 0
+    out = capsys.readouterr().out
+    assert "coverage.inversions" in out and "largest:" in out
