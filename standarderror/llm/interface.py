@@ -475,9 +475,17 @@ class HFModel(LanguageModel):
                   "float16": torch.float16}
         if dtype not in dtypes:
             raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
-        self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=local_only)
-        model = AutoModelForCausalLM.from_pretrained(src, dtype=dtypes[dtype],
-                                                     local_files_only=local_only)
+        from transformers.utils import logging as hf_logging
+
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no loading bars in notebooks and logs
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=local_only)
+            model = AutoModelForCausalLM.from_pretrained(src, dtype=dtypes[dtype],
+                                                         local_files_only=local_only)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         self.model = model.to(device).eval()
         self.device = device
         cfg = model.config

@@ -377,7 +377,7 @@ def figures(result: dict) -> dict:
 
     plots.style()
     task = result["task"]
-    name = result["model"]["name"]
+    name = Path(result["model"]["name"]).name or result["model"]["name"]
     figs = {}
     if task == "calibration":
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
