@@ -119,7 +119,8 @@ class LanguageModel:
 
     def info(self) -> dict:
         """What a results file records about the model."""
-        return {"name": self.name, "tokenizer": self.tokenizer_name, "vocab": self.vocab_size,
+        return {"name": self.name, "label": getattr(self, "label", self.name),
+                "tokenizer": self.tokenizer_name, "vocab": self.vocab_size,
                 "window": self.window, "parameters": self.parameters,
                 "character_level": self.character_level, "backend": type(self).__name__}
 
@@ -503,12 +504,13 @@ class HFModel(LanguageModel):
         probe = tok("a")["input_ids"]
         prefix = [tok.bos_token_id] if (tok.bos_token_id is not None and probe
                                         and probe[0] == tok.bos_token_id) else []
-        super().__init__(name=str(source), tokenizer_name=type(tok).__name__
-                         + (f" ({tok.name_or_path})" if tok.name_or_path else ""),
+        super().__init__(name=str(source), tokenizer_name=type(tok).__name__,
                          vocab_size=int(vocab), window=int(window),
                          character_level=character_level, prefix=prefix,
                          parameters=int(sum(p.numel() for p in model.parameters())))
         self.softcap = getattr(cfg, "final_logit_softcapping", None)
+        #: how summaries and figures name the model: a local directory by its last component
+        self.label = path.name if path.exists() else str(source)
 
     def info(self) -> dict:
         return {**super().info(), "model_type": self.model.config.model_type,

@@ -134,7 +134,7 @@ def calibration(lm: LanguageModel, *, text: str | None = None, count: int = 10, 
     grid_nll = np.zeros(len(FIT_GRID))
     ys = []
     it = windows(ids, count, size, seed, block=block)
-    for x, y in _progress(it, count, f"calibration ({lm.name})", progress):
+    for x, y in _progress(it, count, f"calibration ({lm.info()['label']})", progress):
         for lo in range(0, size, per):
             logp = lm.window_logprobs(x[lo:lo + per]).reshape(-1, lm.vocab_size)
             yy = y[lo:lo + per].reshape(-1)
@@ -221,7 +221,7 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
     lp, tokens, truncated, merged = [], [], 0, 0
     step = 240
     for lo in _progress(range(0, len(ctx), step), -(-len(ctx) // step),
-                        f"conformal ({lm.name})", progress):
+                        f"conformal ({lm.info()['label']})", progress):
         r = lm.continuation_logprob(ctx[lo:lo + step], opts[lo:lo + step])
         lp.append(r["logprob"])
         tokens.append(r["tokens"])
@@ -287,7 +287,7 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, m_dev: int 
     blocks = {}
     for name, q, m, s in (("dev", qd, m_dev, seed + 1), ("test", qt, m_test, seed + 2)):
         r = lm.sample(q["context"], m, temperature=temperature, max_tokens=max_tokens, seed=s,
-                      greedy=True, progress=f"spectral {name} ({lm.name})" if progress else False)
+                      greedy=True, progress=f"spectral {name} ({lm.info()['label']})" if progress else False)
         answers, greedy = r["answers"], r["greedy"]
         counts["unterminated"] += r["unterminated"]
         counts["truncated"] += r["truncated"]
@@ -377,7 +377,7 @@ def figures(result: dict) -> dict:
 
     plots.style()
     task = result["task"]
-    name = Path(result["model"]["name"]).name or result["model"]["name"]
+    name = result["model"].get("label", result["model"]["name"])
     figs = {}
     if task == "calibration":
         fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -450,8 +450,8 @@ def write(result: dict, out) -> dict:
 def summary(result: dict) -> str:
     """A short plain-text table of the result."""
     m = result["model"]
-    lines = [f"{result['task']} -- {m['name']} ({m['parameters']:,} parameters, "
-             f"vocabulary {m['vocab']:,}, tokenizer {m['tokenizer']})"]
+    lines = [f"{result['task']} -- {m.get('label', m['name'])}: {m['parameters']:,} parameters, "
+             f"vocabulary {m['vocab']:,}", f"tokenizer {m['tokenizer']}"]
     if result["task"] == "calibration":
         lines.append(f"{result['rows']:,} predictions from {result['sequences']} windows; "
                      f"accuracy identical at every T: {result['accuracy_identical']}")
@@ -461,9 +461,10 @@ def summary(result: dict) -> str:
                          f"{r['ece']:7.4f} {r['gap']:+9.4f}")
         f = result["fitted"]
         lines.append(f"fitted temperature {f['temperature']:.3f} (NLL {f['nll']:.4f})")
-        lines.append("AURC " + "  ".join(f"{r['score']} T={r['temperature']:g}: {r['aurc']:.4f}"
-                                          for r in result["abstention"]
-                                          if r["temperature"] in (1.0, 2.0)))
+        for score in dict.fromkeys(r["score"] for r in result["abstention"]):
+            lines.append(f"AURC, {score:15s} " + "  ".join(
+                f"T={r['temperature']:g}: {r['aurc']:.4f}" for r in result["abstention"]
+                if r["score"] == score and r["temperature"] in (1.0, 2.0)))
     elif result["task"] == "conformal":
         lines.append(f"{result['questions']} questions ({result['calibration']} calibrate); "
                      f"accuracy {result['accuracy']:.3f}; options take "
@@ -476,7 +477,7 @@ def summary(result: dict) -> str:
                      f"{result['merged']}")
     else:
         au = result["auroc"]
-        lines.append(f"fitted matrix temperature {result['temperature']:.3f}; greedy accuracy "
+        lines.append(f"fitted matrix T {result['temperature']:.3f}; greedy accuracy "
                      f"{result['accuracy']:.3f}; {result['distinct']:.1f} distinct answers "
                      "per question")
         lines.append(f"risk {result['risk']['1']:.3f} -> {result['risk']['fitted']:.3f}, "
