@@ -878,16 +878,16 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
     ``variant="ours"`` and ``variant="authors"`` differ in four places, each of which can be
     set on its own (``None`` follows the variant):
 
-    ============== ===================================== ==========================================
-    option         ours                                  authors'
-    ============== ===================================== ==========================================
-    ``binning``    ``"split"``: sorted, ``array_split``  ``"quantile"``: ``np.quantile`` edges,
-                   (ties split by question order)        ``np.unique``, ``np.digitize`` (ties share)
-    ``distance``   ``"cosine"``: ``1 - similarity``      ``"rows"``: Euclidean between rows of the
-                                                         similarity matrix (``pdist``)
-    ``cluster_on`` ``"scaled"`` matrices                 ``"unscaled"`` (T = 1) matrices
-    ``min_cluster`` 1 (singletons kept)                  2 (smaller clusters dropped)
-    ============== ===================================== ==========================================
+    ================ ===================================== ==========================================
+    option           ours                                  authors'
+    ================ ===================================== ==========================================
+    ``binning``      ``"split"``: sorted, ``array_split``  ``"quantile"``: ``np.quantile`` edges,
+                     (ties split by question order)        ``np.unique``, ``np.digitize`` (ties share)
+    ``distance``     ``"cosine"``: ``1 - similarity``      ``"rows"``: Euclidean between rows of the
+                                                           similarity matrix (``pdist``)
+    ``cluster_on``   ``"scaled"`` matrices                 ``"unscaled"`` (T = 1) matrices
+    ``min_cluster``  1 (singletons kept)                   2 (smaller clusters dropped)
+    ================ ===================================== ==========================================
 
     With the authors' variant a bin may hold fewer questions than ``clusters`` (then it gets one
     cluster per question), and a bin whose clusters are all dropped has no target (NaN) and is
