@@ -23,3 +23,16 @@ def release_codec_hijack() -> None:
 
 
 release_codec_hijack()
+
+
+def _quiet_tqdm_notebook_warning() -> None:
+    """transformers and sentence-transformers import ``tqdm.auto``, which, in a Jupyter kernel
+    without ipywidgets, writes "IProgress not found" (a 198-character warning) into the
+    executed page. The lectures turn progress bars off, so the warning says nothing to a
+    reader; this filter matches that message only."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="IProgress not found")
+
+
+_quiet_tqdm_notebook_warning()

@@ -58,6 +58,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command (``measure`` or ``export-tiny``) and return the exit status.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the program name; ``None`` reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        0 on success; 2 with a one-line message on standard error when the input is bad (a
+        missing model directory, a directory without weights, text the tokenizer cannot
+        represent, a window too long for the model).
+    """
     args = _parser().parse_args(argv)
     try:
         if args.command == "export-tiny":

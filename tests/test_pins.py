@@ -320,7 +320,7 @@ def test_the_command_line_lists_a_pages_bare_numbers(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "0.9 (alt)" in r.stdout and "0.7 (prose)" in r.stdout
-    assert "lectures/page.md: 9 numbers: 4 pinned, 3 declared, 2 bare" in r.stdout, r.stdout
+    assert "lectures/page.md: 9 numbers: 4 pinned, 3 declared, 0 quoted, 2 bare" in r.stdout, r.stdout
 
 
 def test_the_template_has_no_bare_number():

@@ -157,7 +157,10 @@ def test_every_relative_link_and_anchor_resolves():
 
 
 # Pages Sphinx writes that are not part of the reading order.
-NOT_IN_READING_ORDER = {"index.html", "genindex.html", "py-modindex.html", "search.html"}
+# Generated indexes (Sphinx's, and sphinx-proof's index of theorems, prf-prf.html) are not
+# chapters of the book.
+NOT_IN_READING_ORDER = {"index.html", "genindex.html", "py-modindex.html", "search.html",
+                        "prf-prf.html"}
 
 
 def _prev_next(page: str) -> dict:
