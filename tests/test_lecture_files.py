@@ -13,11 +13,11 @@ writes into an in-memory buffer (``io.BytesIO``) are not file writes.
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import jupytext
 import pytest
+from nbval_pages import notebook_pages  # the one list of notebook pages
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,16 +40,6 @@ _WRITERS = {
     "touch": ("self",),
     "dump": ("arg", 1, "fp"),              # json.dump(obj, fp), pickle.dump(obj, file)
 }
-
-
-def notebook_pages() -> list[str]:
-    toc = (ROOT / "_toc.yml").read_text()
-    pages = []
-    for name in re.findall(r"(?:root|file):\s*(\S+)", toc):
-        path = ROOT / f"{name}.md"
-        if path.exists() and path.read_text().startswith("---\njupytext:"):
-            pages.append(path.relative_to(ROOT).as_posix())
-    return pages
 
 
 def code_of(page: str) -> str:
