@@ -2,13 +2,15 @@
 # Build ONE page in isolation (fresh execution, pins checked, warnings are errors), in a
 # temporary book, so several pages can be worked on at once:
 #   bash scripts/page.sh lectures/ep3_temperature.md
-# The page lands in /tmp/page-<name>/_build/html/.
+# The page lands in /tmp/page-<checkout>-<name>/_build/html/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 page=${1:?usage: scripts/page.sh lectures/NAME.md}
 name=$(basename "$page" .md)
 dir=$(dirname "$page")
-tmp=/tmp/page-$name
+# One temporary book per checkout and page, so that several checkouts (git worktrees) can build
+# the same page at once.
+tmp=/tmp/page-$(basename "$PWD")-$name
 rm -rf "$tmp"; mkdir -p "$tmp/$dir" "$tmp/book"
 cp _config.yml "$tmp/"
 cp book/references.bib book/references.md "$tmp/book/"
