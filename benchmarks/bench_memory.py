@@ -4,7 +4,7 @@ Each case builds its inputs first (synthetic, seeded: 10^6 predictions over 10 c
 windows of 64, confidences, labels, sets), then calls one public function with
 ``tracemalloc`` tracing (numpy reports its buffers to it), and records the peak of what the
 call allocated on top of its inputs. ``coverage.inversions`` runs on 10^5 models (it compares
-pairs). The budget (DESIGN.md) is 1 GB per function; the script exits non-zero if a case
+pairs). The budget (ARCHITECTURE.md) is 1 GB per function; the script exits non-zero if a case
 exceeds it. ``--isolate`` runs every case in its own subprocess and also reports the
 subprocess's peak resident memory (``resource.getrusage``), inputs and interpreter included.
 
