@@ -53,21 +53,53 @@ def array(x, name: str, *, ndim: int | None = None, dtype=float) -> np.ndarray:
     return a
 
 
-def sum_tolerance(dtype, classes: int, atol: float = 1e-6) -> float:
-    """How far a row of ``classes`` probabilities (or exponentiated log-probabilities) computed
-    in ``dtype`` may sum away from one: ``max(atol, 16 * eps(dtype) * sqrt(classes))``.
+#: The largest tolerance :func:`sum_tolerance` ever returns: 2**-7 (under 0.8% of a row's
+#: mass, eight float16 epsilons). Above it a row is not a probability vector whatever its dtype.
+SUM_TOLERANCE_CAP = 2.0 ** -7
 
-    A float32 softmax over a 32,000-token vocabulary sums to one only within a few 1e-6 (the
-    normaliser is a float32 sum of 32,000 terms); float64 keeps the fixed ``atol``."""
+
+def sum_tolerance(dtype, classes: int, atol: float = 1e-6) -> float:
+    """How far a row of ``classes`` probabilities (or exponentiated log-probabilities) stored
+    in ``dtype`` may sum away from one:
+
+    ``max(atol, min(SUM_TOLERANCE_CAP, 4 * eps(dtype) + 16 * eps(acc) * sqrt(classes)))``
+
+    where ``acc`` is the precision the normaliser was summed in: ``dtype`` itself, but at
+    least float32. The two terms are the two roundings of a softmax.
+
+    * Storing each probability in ``dtype`` rounds it by a relative ``eps/2`` at most, so the
+      stored row sums to one within ``eps/2`` of its mass; probabilities below float16's
+      smallest normal number (6.1e-5) are rounded by up to 2**-25 each instead, which over
+      a row of random signs adds about ``sqrt(classes) * 2**-25`` (1.2e-5 at 150,000
+      classes). ``4 * eps`` leaves room for a factor of eight.
+    * The normaliser is a sum of ``classes`` terms; accumulated in ``acc`` its relative error
+      grows like ``eps(acc) * sqrt(classes)`` for rounding errors of random sign. numpy and
+      torch accumulate float16 in float32 (a float16 accumulator stalls once the sum's ulp
+      exceeds a term: its errors are real errors), hence ``acc``. Measured (torch and scipy
+      softmax on CPU, normal logits of scale 1 to 10): float32 rows deviate by up to
+      0.55 ``eps * sqrt(classes)`` at 150,000 classes (2.5e-5), float16 rows by up to 0.74
+      ``eps(float16)`` at any size; the factors 4 and 16 leave at least five-fold room.
+    * The cap keeps the check meaningful at any size: a row of zeros, or one summing to 1.5 or
+      0.2, is refused in every dtype. float64 keeps the fixed ``atol`` (1e-6 by default) for
+      any realistic number of classes.
+
+    Float16 at 32,000 classes gets 4.2e-3 (it was 2.8, which accepted anything); float32 at
+    32,000 gets 3.4e-4."""
     dt = np.dtype(dtype)
-    eps = float(np.finfo(dt).eps) if dt.kind == "f" else 0.0
-    return max(float(atol), 16 * eps * math.sqrt(max(int(classes), 1)))
+    if dt.kind != "f":
+        return float(atol)
+    eps = float(np.finfo(dt).eps)
+    acc = float(np.finfo(np.promote_types(dt, np.float32)).eps)
+    grown = 4 * eps + 16 * acc * math.sqrt(max(int(classes), 1))
+    return max(float(atol), min(SUM_TOLERANCE_CAP, grown))
 
 
 def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
     """A (rows x classes) float64 array of probabilities in [0, 1] whose rows sum to one
-    (within :func:`sum_tolerance` of the input's dtype and number of classes; input of lower
-    precision than float64 is renormalised once in float64)."""
+    (within :func:`sum_tolerance` of the input's dtype and number of classes, never more than
+    :data:`SUM_TOLERANCE_CAP`). Input of lower precision than float64 that passes is
+    renormalised once in float64, which moves each row by at most that tolerance; rows that
+    are not probabilities (a zero row, a row summing to 1.5) are refused, never rescaled."""
     raw = real(p, name)
     p = array(raw, name, ndim=2)
     atol = sum_tolerance(raw.dtype, p.shape[1], atol)
@@ -75,11 +107,14 @@ def probabilities(p, name: str = "p", *, atol: float = 1e-6) -> np.ndarray:
         raise ValueError(f"{name} must have at least two classes (columns), got shape {p.shape}")
     if p.min() < 0 or p.max() > 1:
         raise ValueError(f"{name} must lie in [0, 1]; got values in [{p.min():.3g}, {p.max():.3g}]")
-    err = np.abs(p.sum(axis=1) - 1).max()
-    if err > atol:
+    sums = p.sum(axis=1)
+    err = np.abs(sums - 1).max()
+    if err > atol or not (sums > 0).all():
+        row = int(np.argmax(np.abs(sums - 1)))
         raise ValueError(
-            f"rows of {name} must sum to one (largest deviation {err:.3g}); "
-            "pass softmax probabilities, not logits"
+            f"rows of {name} must sum to one (row {row} sums to {sums[row]:.6g}; tolerance "
+            f"{atol:.2g} for {raw.dtype} with {p.shape[1]} classes); pass softmax "
+            "probabilities, not logits, counts or unnormalised weights"
         )
     if raw.dtype.kind == "f" and raw.dtype.itemsize < 8:
         # lower precision accepted within its own tolerance: renormalise once in float64, so

@@ -203,3 +203,56 @@ def test_memory_benchmark_runs_on_a_small_input(capsys):
     assert mod.main(["--rows", "1280"]) == 0
     out = capsys.readouterr().out
     assert "coverage.inversions" in out and "largest:" in out
+
+
+# --- issue 23: no silent NaN from float16, a tolerance that stays a check ------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("k", [6, 4096, 32_000, 1_000_000])
+def test_sum_tolerance_stays_below_any_real_error(dtype, k):
+    """It used to grow with the class count: 1.0 at 4,096 float16 classes, 2.8 at 32,000, so
+    a zero row passed. Now it is capped at 2**-7 whatever the size, and at the sizes of real
+    vocabularies it stays within a few epsilons of the dtype."""
+    tol = _checks.sum_tolerance(dtype, k)
+    assert tol <= 2.0 ** -7
+    eps = np.finfo(dtype).eps
+    if k <= 32_000:
+        assert tol <= (5 * eps if dtype == np.float16 else 16 * eps * np.sqrt(k) + 4 * eps)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("k", [6, 4096, 32_000])
+def test_rows_that_are_not_probabilities_are_refused_not_renormalised(dtype, k):
+    rng = np.random.default_rng(k)
+    z = rng.normal(0, 3, (8, k))
+    good = np.exp(z - np.logaddexp.reduce(z, axis=1, keepdims=True))
+    y = rng.integers(0, k, 8)
+    for factor, label in ((0.0, "zero"), (1.5, "1.5"), (0.2, "0.2")):
+        p = good.copy()
+        p[3] *= factor
+        p = p.astype(dtype)
+        for call in (lambda: cb.nll(p, y), lambda: cb.brier(p, y),
+                     lambda: cv.label_scores(p, score="aps"),
+                     lambda: cv.conformal_sets(p, y, p)):
+            with pytest.raises(ValueError, match=r"rows of p\w* must sum to one|p\w* must lie in"):
+                call()
+
+
+def test_float16_softmax_is_accepted_and_scores_are_finite():
+    import torch
+
+    torch.manual_seed(23)
+    for k in (6, 4096, 32_000):
+        logits = torch.randn(16, k) * 4
+        y = logits.argmax(1).numpy()
+        for p16 in (torch.softmax(logits.half(), -1).numpy(),        # computed in float16
+                    torch.softmax(logits, -1).half().numpy()):         # rounded once to it
+            assert p16.dtype == np.float16
+            assert np.isfinite(cb.nll(p16, y)) and np.isfinite(cb.brier(p16, y))
+            s = cv.label_scores(p16, score="aps")
+            assert np.isfinite(s).all() and (s <= 1).all()
+    # float32 over a 150,000-token vocabulary (torch's sum drifts by ~0.5 eps*sqrt(k) there)
+    logits = torch.randn(8, 150_000) * 3
+    p32 = torch.softmax(logits, -1).numpy()
+    assert np.isfinite(cb.nll(p32, logits.argmax(1).numpy()))
