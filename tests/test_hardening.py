@@ -256,3 +256,24 @@ def test_float16_softmax_is_accepted_and_scores_are_finite():
     logits = torch.randn(8, 150_000) * 3
     p32 = torch.softmax(logits, -1).numpy()
     assert np.isfinite(cb.nll(p32, logits.argmax(1).numpy()))
+
+
+def test_softmax_at_a_temperature_whose_logit_ratios_overflow():
+    """At T = 1e-308, 1/T is finite but z/T overflows: the rows used to come back NaN. The
+    limit as T -> 0 is one-hot at the maximum, shared among exact ties, and a row with no
+    overflow is computed as before."""
+    z = np.array([[1.0, 2.0, 3.0],
+                  [3.0, 3.0, 0.0],
+                  [-5.0, 4.0, 4.0],
+                  [1e308, -1e308, 0.0],
+                  [0.0, -2e-308, -1e-307]])     # no overflow: exponents 0, -2, -10
+    p = cv.softmax_logits(z, 1e-308)
+    assert np.isfinite(p).all()
+    np.testing.assert_array_equal(p[:4], [[0, 0, 1], [0.5, 0.5, 0], [0, 0.5, 0.5], [1, 0, 0]])
+    e = np.exp([0.0, -2.0, -10.0])
+    np.testing.assert_allclose(p[4], e / e.sum(), rtol=1e-14)
+    rng = np.random.default_rng(1)
+    w = rng.normal(0, 3, (50, 6))
+    q = cv.softmax_logits(w, 0.7)
+    e = np.exp((w - w.max(1, keepdims=True)) / 0.7)
+    np.testing.assert_allclose(q, e / e.sum(1, keepdims=True), rtol=1e-13)
