@@ -277,3 +277,155 @@ def test_softmax_at_a_temperature_whose_logit_ratios_overflow():
     q = cv.softmax_logits(w, 0.7)
     e = np.exp((w - w.max(1, keepdims=True)) / 0.7)
     np.testing.assert_allclose(q, e / e.sum(1, keepdims=True), rtol=1e-13)
+
+
+# --- issue 23: the trust_card=True path refuses before it allocates -------------------------
+
+
+def _own_model(tmp_path):
+    """A copy of the committed checkpoints outside the package: only trust_card=True loads it."""
+    import json
+    import shutil
+
+    from standarderror.llm import tiny
+
+    d = tmp_path / "own"
+    shutil.copytree(tiny.CHECKPOINT_DIR, d, ignore=shutil.ignore_patterns("overfit*"))
+    return d, json.loads((d / "card.json").read_text())
+
+
+def _write_card(d, card):
+    import json
+
+    (d / "card.json").write_text(json.dumps(card))
+
+
+def _rewrite_final(d, card, change):
+    """Apply ``change`` to the final checkpoint's tensors, save them, rehash the card."""
+    from safetensors.torch import load_file, save_file
+
+    from standarderror.llm import tiny
+
+    entry = next(c for c in card["checkpoints"] if c["step"] == card["final_step"])
+    f = d / entry["file"]
+    state = load_file(str(f))
+    change(state)
+    save_file(state, str(f))
+    entry["sha256"] = tiny._sha256(f)
+    _write_card(d, card)
+
+
+def test_a_step_listed_twice_is_refused(tmp_path):
+    from standarderror.llm import tiny
+
+    d, card = _own_model(tmp_path)
+    first = dict(card["checkpoints"][0])
+    first["step"] = card["final_step"]          # a second entry for the final step
+    card["checkpoints"].append(first)
+    _write_card(d, card)
+    with pytest.raises(ValueError, match=f"step {card['final_step']} twice"):
+        tiny.load(directory=d, trust_card=True)
+
+
+@pytest.mark.parametrize("kind", ["int8", "bool", "complex64", "nan", "inf"])
+def test_weights_that_are_not_finite_floats_are_refused(tmp_path, kind):
+    import torch
+
+    from standarderror.llm import tiny
+
+    d, card = _own_model(tmp_path)
+
+    def change(state):
+        w = state["ln.weight"]
+        if kind in ("nan", "inf"):
+            w = w.clone()
+            w[3] = float(kind)
+            state["ln.weight"] = w
+        else:
+            state["ln.weight"] = w.to(getattr(torch, kind))
+
+    _rewrite_final(d, card, change)
+    with pytest.raises(ValueError, match="ln.weight"):
+        tiny.load(directory=d, trust_card=True)
+
+
+def test_shapes_are_compared_with_the_config_before_a_model_is_built(tmp_path, monkeypatch):
+    from standarderror.llm import tiny
+
+    d, card = _own_model(tmp_path)
+    card["config"]["width"] = 256               # the file holds width-128 tensors
+    _write_card(d, card)
+    built = []
+    real = tiny.GPT.__init__
+
+    def counting(self, cfg):
+        if "meta" not in str(__import__("torch").get_default_device()):
+            built.append(cfg)
+        real(self, cfg)
+
+    monkeypatch.setattr(tiny.GPT, "__init__", counting)
+    with pytest.raises(ValueError, match="shape .* config implies"):
+        tiny.load(directory=d, trust_card=True)
+    assert built == []
+
+
+_WIDE = """
+import json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # a regression fails, not the host
+from standarderror.llm import tiny
+d, width = sys.argv[1], int(sys.argv[2])
+card = json.loads(open(d + "/card.json").read())
+card["config"]["width"] = width
+open(d + "/card.json", "w").write(json.dumps(card))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    tiny.load(directory=d, trust_card=True)
+except ValueError as exc:
+    print("ValueError:", exc)
+except Exception as exc:
+    print(type(exc).__name__, str(exc)[:200])
+grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+print(f"grown_kib={grown}")
+"""
+
+
+@pytest.mark.parametrize("width", [2048, 8192])
+def test_a_wide_config_allocates_nothing_before_it_is_refused(tmp_path, width):
+    """Width 2048 builds 0.8 GB of float32 weights, width 8192 about 13 GB: the old loader
+    built the model from the card before comparing any shape."""
+    import subprocess
+    import sys
+
+    d, _ = _own_model(tmp_path)
+    r = subprocess.run([sys.executable, "-c", _WIDE, str(d), str(width)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "ValueError:" in r.stdout, r.stdout
+    assert int(r.stdout.split("grown_kib=")[1]) < 200_000, r.stdout
+
+
+def test_card_and_checkpoint_sizes_are_capped(tmp_path, monkeypatch):
+    from standarderror.llm import tiny
+
+    d, card = _own_model(tmp_path)
+    (d / "card.json").write_text(" " * (tiny.MAX_CARD_BYTES + 1) + "{}")
+    with pytest.raises(ValueError, match="card .* bytes"):
+        tiny.load(directory=d, trust_card=True)
+    _write_card(d, card)
+    assert tiny.load(directory=d, trust_card=True)["step"] == card["final_step"]
+    entry = next(c for c in card["checkpoints"] if c["step"] == card["final_step"])
+    f = d / entry["file"]
+    size = f.stat().st_size
+    monkeypatch.setattr(tiny, "MAX_CHECKPOINT_BYTES", 1 << 20)      # the config needs 1.6 MB
+    with pytest.raises(ValueError, match="MAX_CHECKPOINT_BYTES"):
+        tiny.load(directory=d, trust_card=True)
+    monkeypatch.setattr(tiny, "MAX_CHECKPOINT_BYTES", size - 1)     # the file is one byte over
+    with pytest.raises(ValueError, match=f"{size:,} bytes, more than the {size - 1:,} allowed"):
+        tiny.load(directory=d, trust_card=True)
+    monkeypatch.undo()
+    # bytes after the tensors the header describes are refused, even with the hash updated
+    f.write_bytes(f.read_bytes() + b"\0" * 64)
+    entry["sha256"] = tiny._sha256(f)
+    _write_card(d, card)
+    with pytest.raises(ValueError, match="header describes"):
+        tiny.load(directory=d, trust_card=True)

@@ -263,6 +263,82 @@ ANCHORS = {
     "overfit-wd": "85aed32cae584310ef459034d6eee613226bfb823e05752dacce390ffba8e9f9",
 }
 _FILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*\.safetensors")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Size caps, checked before anything is read into memory: a card (the committed one is
+#: 5 kB) and a checkpoint (the committed ones are 1.6 MB; 1 GiB holds 268 million float32
+#: weights). A card whose configuration implies more than the checkpoint cap is refused
+#: before any model is built.
+MAX_CARD_BYTES = 1 << 20
+MAX_CHECKPOINT_BYTES = 1 << 30
+_MAX_HEADER_BYTES = 1 << 20
+#: Tensor dtypes a checkpoint may store (safetensors names and bytes per element); they are
+#: cast to float32 on loading. Integers, booleans and complex numbers are not weights.
+WEIGHT_DTYPES = {"F16": 2, "BF16": 2, "F32": 4, "F64": 8}
+
+
+def _regular_file(path: Path, what: str) -> None:
+    if path.is_symlink():
+        raise ValueError(f"{what} {path} is a symbolic link; copy the file in instead")
+    if path.exists() and not path.is_file():
+        raise ValueError(f"{what} {path} is not a regular file")
+
+
+def _capped_size(fh, path: Path, cap: int, what: str) -> int:
+    import os
+    import stat
+
+    st = os.fstat(fh.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        raise ValueError(f"{what} {path} is not a regular file")
+    if st.st_size > cap:
+        raise ValueError(f"{what} {path} is {st.st_size:,} bytes, more than the {cap:,} "
+                         f"allowed (standarderror.llm.tiny.MAX_{what.upper()}_BYTES)")
+    return st.st_size
+
+
+def _expected_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
+    """The state dict's tensor shapes for ``cfg``, from a model built on the meta device
+    (shapes only: no memory is allocated for its weights)."""
+    with torch.device("meta"):
+        model = GPT(cfg)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def _checked_header(head: bytes, path: Path, size: int, shapes: dict) -> None:
+    """Compare a safetensors header with the shapes the card's config implies, and the file's
+    size with the one the header implies, before the tensors are read."""
+    try:
+        header = json.loads(head.decode("utf-8"))
+    except (ValueError, RecursionError):
+        raise ValueError(f"checkpoint {path} has no valid safetensors header") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"checkpoint {path} has no valid safetensors header")
+    header.pop("__metadata__", None)
+    if set(header) != set(shapes):
+        missing, extra = sorted(set(shapes) - set(header)), sorted(set(header) - set(shapes))
+        raise ValueError(f"checkpoint {path} does not hold the tensors of the card's config "
+                         f"(missing {missing[:3]}, unexpected {[k[:40] for k in extra[:3]]})")
+    end = 0
+    for name, want in shapes.items():
+        t = header[name]
+        dtype = t.get("dtype") if isinstance(t, dict) else None
+        shape = t.get("shape") if isinstance(t, dict) else None
+        offsets = t.get("data_offsets") if isinstance(t, dict) else None
+        if dtype not in WEIGHT_DTYPES:
+            raise ValueError(f"checkpoint {path}: tensor {name} has dtype {str(dtype)[:12]!r}; "
+                             f"weights must be one of {sorted(WEIGHT_DTYPES)}")
+        if (not isinstance(shape, list) or tuple(shape) != want
+                or not all(type(d) is int for d in shape)):
+            raise ValueError(f"checkpoint {path}: tensor {name} has shape {str(shape)[:40]}, "
+                             f"but the card's config implies {list(want)}")
+        if (not isinstance(offsets, list) or len(offsets) != 2
+                or not all(type(o) is int for o in offsets)
+                or offsets[1] - offsets[0] != math.prod(want) * WEIGHT_DTYPES[dtype]):
+            raise ValueError(f"checkpoint {path}: tensor {name} has inconsistent data offsets")
+        end = max(end, offsets[1])
+    if size != 8 + len(head) + end:
+        raise ValueError(f"checkpoint {path} is {size:,} bytes, but its header describes "
+                         f"{8 + len(head) + end:,}")
 
 
 def _sha256(path: Path) -> str:
@@ -299,7 +375,16 @@ def card(directory: Path | None = None) -> dict:
             f"no model card at {path}; train the model with `python scripts/train_tiny.py` "
             "or reinstall standarderror so its package data is present"
         )
-    return json.loads(path.read_text())
+    _regular_file(path, "card")
+    with path.open("rb") as fh:
+        _capped_size(fh, path, MAX_CARD_BYTES, "card")
+        raw = fh.read(MAX_CARD_BYTES + 1)
+    if len(raw) > MAX_CARD_BYTES:
+        raise ValueError(f"card {path} is more than the {MAX_CARD_BYTES:,} bytes allowed")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"card {path} is not valid JSON ({type(exc).__name__})") from None
 
 
 def verified_card(directory: Path, trust_card: bool = False) -> dict:
@@ -334,6 +419,21 @@ def verified_card(directory: Path, trust_card: bool = False) -> dict:
         raise ValueError("card vocabulary must be a list of distinct single characters")
     if len(chars) != info.get("vocab_size", len(chars)):
         raise ValueError("card vocabulary and vocab_size disagree")
+    entries = info.get("checkpoints")
+    if not isinstance(entries, list) or not entries or not all(
+            isinstance(c, dict) and type(c.get("step")) is int
+            and isinstance(c.get("sha256"), str) and _SHA256.fullmatch(c["sha256"])
+            for c in entries):
+        raise ValueError("card checkpoints must be a non-empty list of {'step': int, 'file': "
+                         "name, 'sha256': 64 hex digits}")
+    seen: set[int] = set()
+    for c in entries:
+        if c["step"] in seen:
+            raise ValueError(f"card lists step {c['step']} twice; each saved step must appear "
+                             "once (which file would load is otherwise the card's order)")
+        seen.add(c["step"])
+    if type(info.get("final_step")) is not int or info["final_step"] not in seen:
+        raise ValueError("card final_step must be one of the steps its checkpoints list")
     return info
 
 
@@ -382,27 +482,45 @@ def load(step: int | None = None, *, directory: Path | str | None = None,
             "ending in .safetensors, inside the checkpoint directory"
         )
     path = directory / name
-    if path.is_symlink():
-        raise ValueError(f"checkpoint {path} is a symbolic link; copy the file in instead")
+    _regular_file(path, "checkpoint")
     if not path.exists():
         raise FileNotFoundError(
             f"checkpoint {path} is missing; reinstall standarderror or retrain with "
             "`python scripts/train_tiny.py`"
         )
-    data = path.read_bytes()
+    chars = info["vocabulary"]
+    cfg = Config(vocab=len(chars), **info["config"])
+    if cfg.width % cfg.heads:
+        raise ValueError(f"card config: width {cfg.width} is not a multiple of heads {cfg.heads}")
+    # the card's config, checked against the caps and then the file, before any weight exists
+    weights = (cfg.vocab + cfg.block) * cfg.width + cfg.layers * 12 * cfg.width ** 2
+    if 2 * weights > MAX_CHECKPOINT_BYTES:
+        raise ValueError(f"card config {info['config']} implies about {weights:,} weights, more "
+                         "than a checkpoint of MAX_CHECKPOINT_BYTES can hold")
+    shapes = _expected_shapes(cfg)
+    with path.open("rb") as fh:
+        size = _capped_size(fh, path, MAX_CHECKPOINT_BYTES, "checkpoint")
+        prefix = fh.read(8)
+        n = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+        if not 0 < n <= min(_MAX_HEADER_BYTES, size - 8):
+            raise ValueError(f"checkpoint {path} is not a safetensors file")
+        head = fh.read(n)
+        _checked_header(head, path, size, shapes)
+        data = prefix + head + fh.read(size - 8 - n + 1)
+    if len(data) != size:
+        raise ValueError(f"checkpoint {path} changed while it was read")
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry["sha256"]:
         raise RuntimeError(
             f"checkpoint {path} has SHA-256 {digest}, but card.json records {entry['sha256']}: "
             "the file is corrupted or was replaced; restore it with `git checkout` or retrain"
         )
-    chars = info["vocabulary"]
-    cfg = Config(vocab=len(chars), **info["config"])
-    if cfg.width % cfg.heads:
-        raise ValueError(f"card config: width {cfg.width} is not a multiple of heads {cfg.heads}")
+    state = load_bytes(data)
+    for k, v in state.items():
+        if not torch.isfinite(v).all():
+            raise ValueError(f"checkpoint {path}: tensor {k} holds NaN or infinite weights")
     model = GPT(cfg)
-    state = {k: v.float() for k, v in load_bytes(data).items()}
-    model.load_state_dict(state)
+    model.load_state_dict({k: v.float() for k, v in state.items()})
     model.eval()
     return {
         "model": model,
