@@ -373,3 +373,47 @@ def test_decode_accepts_exactly_the_vocabulary(ids):
     else:
         with pytest.raises(ValueError, match="ids"):
             tiny.decode(ids, chars)
+
+
+# ------------------------------------------------------------------ issue 23: float16, tiny T
+
+#: scores that take probabilities; each must refuse a row that is not a probability vector
+PROBABILITY_SCORES = {
+    "cb.nll": lambda p, y: cb.nll(p, y),
+    "cb.brier": lambda p, y: cb.brier(p, y),
+    "cv.label_scores(aps)": lambda p, y: cv.label_scores(p, score="aps"),
+    "cv.conformal_sets": lambda p, y: cv.conformal_sets(p, y, p, alpha=0.2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBABILITY_SCORES))
+@FUZZ
+@given(st.integers(0, 10 ** 6), st.sampled_from([2, 3, 6, 4096, 32_000]),
+       st.one_of(st.just(0.0), st.floats(0.0, 0.97), st.floats(1.03, 3.0)))
+def test_float16_rows_are_probabilities_or_refused(name, seed, k, factor):
+    """A float16 softmax gives finite scores; the same rows with one row scaled by a factor
+    at least 3% away from one (or zeroed) are refused, whatever the number of classes (the
+    old tolerance was 1.0 at 4,096 float16 classes: a zero row passed and gave NaN)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(0, 3, (8, k))
+    p = np.exp(z - np.logaddexp.reduce(z, axis=1, keepdims=True))
+    y = rng.integers(0, k, 8)
+    score = PROBABILITY_SCORES[name]
+    out = score(p.astype(np.float16), y)
+    assert not _has_nan(out)
+    bad = p.copy()
+    bad[int(rng.integers(8))] *= factor
+    with pytest.raises(ValueError, match=r"\bp(_cal)?\b"):
+        score(bad.astype(np.float16), y)
+
+
+@FUZZ
+@given(st.floats(1 / np.finfo(float).max * 1.0001, 1e-300, allow_subnormal=True), SIZES)
+def test_softmax_at_temperatures_whose_ratios_overflow(t, sizes):
+    """1/T is finite, z/T is not: the probabilities are the T -> 0 limit, not NaN."""
+    d = make(*sizes)
+    z = np.round(d["z"] * 100)                           # |z| > 1: z/T overflows; ties occur
+    p = cv.softmax_logits(z, t)
+    assert np.isfinite(p).all()
+    top = z == z.max(axis=1, keepdims=True)
+    np.testing.assert_array_equal(p, top / top.sum(axis=1, keepdims=True))
