@@ -71,7 +71,7 @@ SUFFIX = "_icl1.pkl"
 # np.frombuffer from the checked 24 raw bytes.
 
 MAX_BYTES = 16 << 20          # a release file holds ~65 bytes a record: 10,000 records ~0.65 MB
-MAX_OPCODES = 4_000_000       # ~29 opcodes a record: ~138,000 records; each builds <= 1 object
+MAX_OPCODES = 2_000_000       # ~29 opcodes a record: ~69,000 records; each builds <= 1 object
 MAX_DEPTH = 16                # the release nests 6 deep (list, dict, array, state, dtype, state)
 MAX_ID = 1 << 63
 _N = len(LETTERS)
