@@ -79,7 +79,7 @@ _ALLOWED_PROTOCOLS = (2, 3, 4, 5)
 
 
 class _Refused(Exception):
-    """A release file that does not have the release layout (the message is ours, not the file's)."""
+    """A file outside the release layout (the message is ours, never the file's)."""
 
 
 class _Name:
@@ -124,8 +124,8 @@ _STAND_INS = {
     ("numpy", "ndarray"): _NDARRAY,
     ("numpy", "dtype"): _dtype_stand_in,
 }
-_CALLABLE = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-             ("numpy", "dtype")}
+_CALLABLE = {("numpy.core.multiarray", "_reconstruct"),
+             ("numpy._core.multiarray", "_reconstruct"), ("numpy", "dtype")}
 
 
 class _ReleaseUnpickler(pickle.Unpickler):

@@ -447,6 +447,11 @@ def load(step: int | None = None, *, directory: Path | str | None = None,
     entries must be plain names of ``.safetensors`` files inside the directory (no paths, no
     symbolic links), and the tensors are parsed from the very bytes that were hashed.
 
+    Before anything is allocated, the card (at most :data:`MAX_CARD_BYTES`) must list each
+    step once, its configuration must fit :data:`MAX_CHECKPOINT_BYTES`, and the checkpoint's
+    safetensors header must name exactly the tensors of that configuration, with its shapes,
+    a dtype of :data:`WEIGHT_DTYPES` and the file's size; every weight must be finite.
+
     Parameters
     ----------
     step : int, optional
