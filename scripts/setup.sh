@@ -33,3 +33,20 @@ assert torch.version.cuda is None or torch.version.cuda == "", (
     f"a CUDA build of torch ({torch.__version__}) was installed; reinstall a CPU build")
 print(f"setup: torch {torch.__version__} (CPU), python", __import__("platform").python_version())
 PY
+# Jupyter (README, "Reading a lecture in Jupyter"), inside this venv only: a double click opens
+# a lecture as a notebook (jupytext's documented default-viewer setting, written as a JupyterLab
+# settings override), and a {pin} quote reads as its number (jupyterlab/standarderror-pins).
+.venv/bin/python - <<'PY'
+import json, shutil, sys
+from pathlib import Path
+share = Path(sys.prefix, "share", "jupyter")
+path = share / "lab" / "settings" / "overrides.json"
+settings = json.loads(path.read_text()) if path.is_file() else {}
+docmanager = settings.setdefault("@jupyterlab/docmanager-extension:plugin", {})
+docmanager.setdefault("defaultViewers", {}).update(markdown="Jupytext Notebook", myst="Jupytext Notebook")
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_text(json.dumps(settings, indent=2) + "\n")
+shutil.copytree("jupyterlab/standarderror-pins", share / "labextensions" / "standarderror-pins",
+                dirs_exist_ok=True)
+print(f"setup: JupyterLab opens .md files as notebooks ({path})")
+PY
