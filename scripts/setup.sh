@@ -33,20 +33,12 @@ assert torch.version.cuda is None or torch.version.cuda == "", (
     f"a CUDA build of torch ({torch.__version__}) was installed; reinstall a CPU build")
 print(f"setup: torch {torch.__version__} (CPU), python", __import__("platform").python_version())
 PY
-# Jupyter (README, "Reading a lecture in Jupyter"), inside this venv only: a double click opens
-# a lecture as a notebook (jupytext's documented default-viewer setting, written as a JupyterLab
-# settings override), and a {pin} quote reads as its number (jupyterlab/standarderror-pins).
-.venv/bin/python - <<'PY'
-import json, shutil, sys
-from pathlib import Path
-share = Path(sys.prefix, "share", "jupyter")
-path = share / "lab" / "settings" / "overrides.json"
-settings = json.loads(path.read_text()) if path.is_file() else {}
-docmanager = settings.setdefault("@jupyterlab/docmanager-extension:plugin", {})
-docmanager.setdefault("defaultViewers", {}).update(markdown="Jupytext Notebook", myst="Jupytext Notebook")
-path.parent.mkdir(parents=True, exist_ok=True)
-path.write_text(json.dumps(settings, indent=2) + "\n")
-shutil.copytree("jupyterlab/standarderror-pins", share / "labextensions" / "standarderror-pins",
-                dirs_exist_ok=True)
-print(f"setup: JupyterLab opens .md files as notebooks ({path})")
-PY
+# Jupyter (README, "Reading a lecture in Jupyter"), in this venv only: a double click opens a
+# lecture as a notebook (jupytext's documented default viewer, as a JupyterLab settings override
+# of our own in overrides.d), and a {pin} quote reads as its number (the standarderror-pins
+# extension, prebuilt: plain files to copy).
+share=.venv/share/jupyter
+mkdir -p "$share/lab/settings/overrides.d" "$share/labextensions"
+cp jupyterlab/overrides.json "$share/lab/settings/overrides.d/standarderror.json"
+rm -rf "$share/labextensions/standarderror-pins"
+cp -R jupyterlab/standarderror-pins "$share/labextensions/standarderror-pins"

@@ -274,9 +274,8 @@ def server():
         httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    _require_site()
+def _chromium(profile: str, window: str = "1280,1000"):
+    """Headless Chromium through the system chromedriver, offline (only 127.0.0.1 resolves)."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -285,7 +284,6 @@ def browser():
     for exe in (CHROMIUM, CHROMEDRIVER):
         if not Path(exe).is_file():
             _unavailable(f"{exe} not found: install the browser with `bash scripts/setup_browser.sh`")
-    profile = tempfile.mkdtemp(prefix="site-test-chromium-")
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in (
@@ -293,7 +291,7 @@ def browser():
         "--disable-quic", "--no-first-run", "--no-default-browser-check",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         "--disable-extensions", "--disable-default-apps", "--metrics-recording-only",
-        "--hide-scrollbars", "--window-size=1280,1000", f"--user-data-dir={profile}",
+        "--hide-scrollbars", f"--window-size={window}", f"--user-data-dir={profile}",
         # Offline: no name resolves except the local server's address, and anything that
         # still tries to leave goes to a proxy on a closed local port.
         "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
@@ -304,6 +302,14 @@ def browser():
     driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_site()
+    profile = tempfile.mkdtemp(prefix="site-test-chromium-")
+    driver = _chromium(profile)
     try:
         yield driver
     finally:
@@ -870,11 +876,22 @@ def _notebook_sources() -> list[str]:
     return pages + ["book/model.md"]
 
 
-@pytest.mark.slow
-def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
-    """``jupyter lab`` on the repository serves every MyST lecture as a notebook (jupytext's
-    contents manager), and the Lab front end carries jupytext's extension (Open With ->
-    Jupytext Notebook). Talks to a real server on 127.0.0.1 through its REST API."""
+# The lecture the browser opens, and what it must show once its first code cells have run.
+LAB_LECTURE = "lectures/ep3_temperature.md"
+# Printed by the first code cell: Theorem thm-ep3-argmax (temperature keeps every argmax).
+LAB_FIRST_OUTPUT = "identical predictions at every T: True"
+# Where the test puts its copy of the page's downloaded notebook (inside the served root).
+LAB_IPYNB_DIR = ROOT / "_build" / "jupyterlab-test"
+_PIN_ROLE = re.compile(r"\{pin\}`([^`]+)`")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """``jupyter lab`` on the repository, as the README starts it, on 127.0.0.1 with a token.
+
+    Its own runtime, config, user-settings and workspace folders (so nothing of the person's
+    own JupyterLab leaks in); the venv's settings overrides (scripts/setup.sh) do apply. The
+    user settings turn autosave off, so that a test never writes to a lecture."""
     import socket
     import subprocess
     import sys
@@ -884,13 +901,21 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
         import jupytext  # noqa: F401
     except ImportError as exc:
         _unavailable(f"{exc.name} is not installed (it is in the book extra: pip install -e '.[book]')")
+    tmp = tmp_path_factory.mktemp("lab")
+    settings = tmp / "settings"
+    for rel, value in {
+        "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+        "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
+    }.items():
+        (settings / rel).parent.mkdir(parents=True, exist_ok=True)
+        (settings / rel).write_text(json.dumps(value))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     token = "site-test-token"
-    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"),
-               JUPYTER_CONFIG_DIR=str(tmp_path / "config"), JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
-               JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "workspaces"))
+    env = dict(os.environ, JUPYTER_RUNTIME_DIR=str(tmp / "runtime"),
+               JUPYTER_CONFIG_DIR=str(tmp / "config"), JUPYTERLAB_SETTINGS_DIR=str(settings),
+               JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"))
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
            f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={ROOT}",
@@ -898,12 +923,13 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
            "--LabApp.extension_manager=readonly"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # CI runs as root
-    log = open(tmp_path / "lab.log", "w")
+    log = open(tmp / "lab.log", "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
     base = f"http://127.0.0.1:{port}"
 
-    def get(path):
-        req = urllib.request.Request(base + path, headers={"Authorization": f"token {token}"})
+    def call(path, method="GET"):
+        req = urllib.request.Request(base + path, method=method,
+                                     headers={"Authorization": f"token {token}"})
         with urllib.request.urlopen(req, timeout=30) as response:
             return response.read().decode()
 
@@ -911,23 +937,13 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
         deadline = time.monotonic() + 90
         while True:
             try:
-                get("/api/status")
+                call("/api/status")
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail("jupyter lab did not start:\n" + (tmp_path / "lab.log").read_text()[-3000:])
+                    pytest.fail("jupyter lab did not start:\n" + (tmp / "lab.log").read_text()[-3000:])
                 time.sleep(0.5)
-        lab = get("/lab")
-        assert "jupyterlab-jupytext" in lab, "the Lab page does not load jupytext's extension"
-        for page in _notebook_sources():
-            model = json.loads(get(f"/api/contents/{urllib.parse.quote(page)}?type=notebook&content=1"))
-            assert model["type"] == "notebook", f"{page} opens as {model['type']}, not as a notebook"
-            cells = model["content"]["cells"]
-            code = [c for c in cells if c["cell_type"] == "code"]
-            source = (ROOT / page).read_text()
-            assert len(code) == source.count("```{code-cell}"), (
-                f"{page}: {len(code)} code cells in Jupyter, {source.count('```{code-cell}')} in the file")
-            assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+        yield {"base": base, "token": token, "call": call, "log": tmp / "lab.log"}
     finally:
         proc.terminate()
         try:
@@ -935,3 +951,206 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.mark.slow
+def test_jupyter_lab_opens_the_lectures_as_notebooks(lab):
+    """``jupyter lab`` on the repository serves every MyST lecture as a notebook (jupytext's
+    contents manager), the Lab front end carries jupytext's, jupyterlab-myst's and the book's
+    pin extension, and the venv's settings make "Jupytext Notebook" the default viewer of
+    Markdown and MyST files (a double click opens a lecture as a notebook). Talks to a real
+    server on 127.0.0.1 through its REST API; the browser test below clicks."""
+    page = lab["call"]("/lab")
+    for extension in ("jupyterlab-jupytext", "jupyterlab-myst", "standarderror-pins"):
+        assert extension in page, (f"the Lab page does not load {extension}: run scripts/setup.sh "
+                                   "(it installs the book extra and the pin extension)")
+    docmanager = json.loads(lab["call"]("/lab/api/settings/@jupyterlab/docmanager-extension:plugin"))
+    viewers = {**docmanager["schema"]["properties"]["defaultViewers"].get("default", {}),
+               **docmanager["settings"].get("defaultViewers", {})}  # defaults, then the user's
+    for file_type in ("markdown", "myst"):
+        assert viewers.get(file_type) == "Jupytext Notebook", (
+            f"the default viewer of {file_type} files is {viewers.get(file_type)!r}, not "
+            "'Jupytext Notebook': scripts/setup.sh copies jupyterlab/overrides.json to the venv's "
+            "share/jupyter/lab/settings/overrides.d/")
+    for page in _notebook_sources():
+        model = json.loads(lab["call"](f"/api/contents/{urllib.parse.quote(page)}?type=notebook&content=1"))
+        assert model["type"] == "notebook", f"{page} opens as {model['type']}, not as a notebook"
+        cells = model["content"]["cells"]
+        code = [c for c in cells if c["cell_type"] == "code"]
+        source = (ROOT / page).read_text()
+        assert len(code) == source.count("```{code-cell}"), (
+            f"{page}: {len(code)} code cells in Jupyter, {source.count('```{code-cell}')} in the file")
+        assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def _pin_quotes(markdown: str) -> dict[str, str]:
+    """``{pin}`[page:]name=literal``` quotes of a Markdown text: role text -> quoted literal."""
+    return {body: body.partition("=")[2].strip() for body in _PIN_ROLE.findall(markdown)}
+
+
+def _plain_sentence(markdown: str) -> str:
+    """The first sentence of ``markdown`` with a pin and no other markup, as a reader reads it."""
+    for sentence in re.split(r"(?<=[.:;])\s+", " ".join(markdown.split())):
+        if "{pin}" not in sentence:
+            continue
+        plain = _PIN_ROLE.sub(lambda m: m.group(1).partition("=")[2].strip(), sentence)
+        if not re.search(r"[*_`$\[\]{}<>#]", plain):
+            return plain
+    raise AssertionError("no sentence with a pin and no other markup in the first Markdown cell")
+
+
+# In the page: the open notebook (the visible one in the main area), read as a reader sees it.
+_NOTEBOOK_STATE = r"""
+const panel = Array.from(document.querySelectorAll('#jp-main-dock-panel .jp-NotebookPanel'))
+  .find(p => !p.classList.contains('lm-mod-hidden'));
+const editor = Array.from(document.querySelectorAll('#jp-main-dock-panel .jp-FileEditor'))
+  .find(p => p.offsetParent !== null);
+const tab = document.querySelector('#jp-main-dock-panel .lm-TabBar-tab.lm-mod-current');
+if (!panel) return {notebook: false, editor: !!editor, tab: tab ? tab.innerText : null};
+const cells = Array.from(panel.querySelectorAll('.jp-Notebook-cell'));
+const code = cells.filter(c => c.classList.contains('jp-CodeCell'));
+const markdown = cells.filter(c => c.classList.contains('jp-MarkdownCell'));
+const rendered = markdown.map(c => {
+  const r = c.querySelector('.myst, .jp-RenderedMarkdown');
+  return r && !c.querySelector('.jp-InputArea-editor:not(.lm-mod-hidden)') ? r.textContent : null;
+});
+const indicator = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+return {
+  notebook: true, editor: !!editor, tab: tab ? tab.innerText : null,
+  code: code.length, markdown: markdown.length, rendered: rendered,
+  pins: Array.from(panel.querySelectorAll('.se-pin')).map(e => [e.textContent, e.title]),
+  kernel: indicator ? indicator.getAttribute('data-status') : null,
+  outputs: code.slice(0, 3).map(c => ({
+    text: Array.from(c.querySelectorAll('.jp-OutputArea-output')).map(o => o.innerText).join('\n'),
+    images: c.querySelectorAll('.jp-OutputArea-output img').length,
+    prompt: (c.querySelector('.jp-InputPrompt') || {}).innerText || ''})),
+};
+"""
+
+# In the page: the file browser's entry of that name (null while it is not listed).
+_LISTING_ITEM = r"""
+return Array.from(document.querySelectorAll('.jp-DirListing-item')).find(e =>
+  e.getClientRects().length > 0 &&
+  (e.querySelector('.jp-DirListing-itemText') || {}).textContent.trim() === arguments[0]) || null;
+"""
+
+
+def _double_click(driver, wait, name):
+    """Double click ``name`` in JupyterLab's file browser, as a person opens a file or folder."""
+    from selenium.common.exceptions import (ElementNotInteractableException,
+                                            StaleElementReferenceException)
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    for _ in range(5):  # the listing may re-render between finding an entry and clicking it
+        item = wait.until(lambda d: d.execute_script(_LISTING_ITEM, name),
+                          f"{name!r} never appeared in the file browser")
+        try:
+            ActionChains(driver).double_click(item).perform()
+            return
+        except (StaleElementReferenceException, ElementNotInteractableException):
+            continue
+    pytest.fail(f"could not double-click {name!r} in the file browser")
+
+
+def _open_and_run(driver, wait, path: str, markdown: str, n_code: int, shot: Path):
+    """Open ``path`` by double clicks from the file browser's root, check that it is a notebook
+    with ``n_code`` code cells, run its first two code cells with Shift+Enter and check their
+    outputs, and check that rendered Markdown shows each pinned number as its literal."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver.find_element(By.CSS_SELECTOR, ".jp-BreadCrumbs-home").click()
+    for part in path.split("/"):
+        _double_click(driver, wait, part)
+    name = path.rsplit("/", 1)[-1]
+    state = wait.until(lambda d: (lambda s: s if s["tab"] and name in s["tab"] and (
+        s["notebook"] or s["editor"]) else None)(d.execute_script(_NOTEBOOK_STATE)),
+        f"a double click on {path} opened nothing")
+    assert state["notebook"] and not state["editor"], (
+        f"a double click opens {path} as a text file, not as a notebook: the venv lacks the "
+        "default-viewer override (run scripts/setup.sh)")
+    state = wait.until(lambda d: (lambda s: s if s["code"] == n_code and s["kernel"] == "idle"
+                                  else None)(d.execute_script(_NOTEBOOK_STATE)),
+                       f"{path}: not {n_code} code cells with an idle kernel")
+    # Rendered Markdown: each pinned number reads as its literal, never as role syntax.
+    quotes = _pin_quotes(markdown)
+    first = next((i for i, t in enumerate(state["rendered"]) if t), None)
+    assert first is not None, f"{path}: no Markdown cell is rendered"
+    text = " ".join(state["rendered"][first].split())
+    sentence = _plain_sentence(markdown.split("```{code-cell}")[0])
+    assert sentence in text, f"{path}: the first Markdown cell does not read {sentence!r}:\n{text[:600]}"
+    for t in filter(None, state["rendered"]):
+        assert "{pin}" not in t, f"{path}: a rendered Markdown cell shows role syntax:\n{t[:600]}"
+        shown = [body for body in quotes if body in t]
+        assert not shown, f"{path}: a rendered cell shows the pin's name with its number: {shown[:3]}"
+    strange = [pin for pin in state["pins"] if pin[0] not in quotes.values()]
+    assert state["pins"] and not strange, f"{path}: pins shown that the source does not quote: {strange}"
+    # Run the first two code cells through the UI: click into each, Shift+Enter.
+    for k in range(2):
+        cell = driver.find_elements(
+            By.CSS_SELECTOR, "#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")[k]
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
+        cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").click()
+        ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
+    slow = type(wait)(driver, 150)
+    state = slow.until(lambda d: (lambda s: s if s["outputs"][1]["images"] and s["kernel"] == "idle"
+                                  else None)(d.execute_script(_NOTEBOOK_STATE)),
+                       f"{path}: the first two code cells never showed their outputs")
+    first_out, second_out = state["outputs"][0], state["outputs"][1]
+    assert LAB_FIRST_OUTPUT in first_out["text"], f"{path}: first cell printed:\n{first_out['text'][:800]}"
+    assert "Error" not in first_out["text"] + second_out["text"], first_out["text"] + second_out["text"]
+    assert "[1]" in first_out["prompt"] and "[2]" in second_out["prompt"], (first_out, second_out)
+    cells = driver.find_elements(
+        By.CSS_SELECTOR, "#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook-cell")
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", cells[0])
+    driver.save_screenshot(str(shot.with_name(shot.stem + "-top.png")))
+    code = [c for c in cells if "jp-CodeCell" in c.get_attribute("class")]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", code[0])
+    driver.save_screenshot(str(shot.with_name(shot.stem + "-run.png")))
+    return state
+
+
+@pytest.mark.slow
+def test_jupyter_lab_opens_runs_and_renders_a_lecture_in_the_browser(lab):
+    """A reader's path through JupyterLab, in headless Chromium: double click ``lectures`` then
+    ``ep3_temperature.md`` in the file browser; it opens as a notebook with every code cell;
+    its rendered Markdown (jupyterlab-myst, and the book's pin extension) reads each ``{pin}``
+    quote as its number; Shift+Enter on the first two code cells prints the table and draws the
+    figure. Then the same for the page's notebook download (``.ipynb`` from the built site when
+    there is one, else made by jupytext from the page), with its outputs cleared first.
+    Screenshots (the top, and the cells run): ``_build/screenshots/jupyterlab-*.png``."""
+    import jupytext
+    import nbformat
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    source = ROOT / LAB_LECTURE
+    before = source.read_bytes()
+    markdown = source.read_text()
+    n_code = markdown.count("```{code-cell}")
+    stem = source.stem
+    download = SITE / "_sources" / "lectures" / f"{stem}.ipynb"
+    nb = nbformat.read(download, as_version=4) if download.is_file() else jupytext.read(source)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    LAB_IPYNB_DIR.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, LAB_IPYNB_DIR / f"{stem}.ipynb")
+    nb_markdown = "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    profile = tempfile.mkdtemp(prefix="lab-test-chromium-")
+    driver = _chromium(profile, window="1400,1000")
+    try:
+        wait = WebDriverWait(driver, 60)
+        driver.get(f"{lab['base']}/lab?token={lab['token']}")
+        wait.until(lambda d: d.execute_script(_LISTING_ITEM, "lectures"), "JupyterLab never loaded")
+        _open_and_run(driver, wait, LAB_LECTURE, markdown, n_code, SHOTS / f"jupyterlab-{stem}")
+        for kernel in json.loads(lab["call"]("/api/kernels")):  # one kernel at a time: CPU
+            lab["call"](f"/api/kernels/{kernel['id']}", method="DELETE")
+        ipynb = (LAB_IPYNB_DIR / f"{stem}.ipynb").relative_to(ROOT).as_posix()
+        _open_and_run(driver, wait, ipynb, nb_markdown, n_code, SHOTS / f"jupyterlab-{stem}-ipynb")
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(LAB_IPYNB_DIR, ignore_errors=True)
+    assert source.read_bytes() == before, f"opening and running {LAB_LECTURE} changed the file"
