@@ -890,8 +890,8 @@ def lab(tmp_path_factory):
     """``jupyter lab`` on the repository, as the README starts it, on 127.0.0.1 with a token.
 
     Its own runtime, config, user-settings and workspace folders (so nothing of the person's
-    own JupyterLab leaks in); the venv's settings overrides (scripts/setup.sh) do apply. The
-    user settings turn autosave off, so that a test never writes to a lecture."""
+    own JupyterLab leaks in); the venv's settings overrides (scripts/setup.sh) do apply: among
+    them autosave off, so that opening and running a lecture never writes to it."""
     import socket
     import subprocess
     import sys
@@ -904,7 +904,6 @@ def lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("lab")
     settings = tmp / "settings"
     for rel, value in {
-        "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
         "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
     }.items():
         (settings / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -958,7 +957,8 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(lab):
     """``jupyter lab`` on the repository serves every MyST lecture as a notebook (jupytext's
     contents manager), the Lab front end carries jupytext's, jupyterlab-myst's and the book's
     pin extension, and the venv's settings make "Jupytext Notebook" the default viewer of
-    Markdown and MyST files (a double click opens a lecture as a notebook). Talks to a real
+    Markdown and MyST files (a double click opens a lecture as a notebook) and turn autosave
+    off. Talks to a real
     server on 127.0.0.1 through its REST API; the browser test below clicks."""
     page = lab["call"]("/lab")
     for extension in ("jupyterlab-jupytext", "jupyterlab-myst", "standarderror-pins"):
@@ -972,6 +972,11 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(lab):
             f"the default viewer of {file_type} files is {viewers.get(file_type)!r}, not "
             "'Jupytext Notebook': scripts/setup.sh copies jupyterlab/overrides.json to the venv's "
             "share/jupyter/lab/settings/overrides.d/")
+    autosave = docmanager["settings"].get(
+        "autosave", docmanager["schema"]["properties"]["autosave"].get("default"))
+    assert autosave is False, (
+        "JupyterLab autosaves: opening a lecture would rewrite it through jupytext (the kernel "
+        "changes its metadata); jupyterlab/overrides.json turns autosave off")
     for page in _notebook_sources():
         model = json.loads(lab["call"](f"/api/contents/{urllib.parse.quote(page)}?type=notebook&content=1"))
         assert model["type"] == "notebook", f"{page} opens as {model['type']}, not as a notebook"
@@ -981,6 +986,39 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(lab):
         assert len(code) == source.count("```{code-cell}"), (
             f"{page}: {len(code)} code cells in Jupyter, {source.count('```{code-cell}')} in the file")
         assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
+
+
+def test_saving_a_lecture_from_jupyter_keeps_its_front_matter_and_cells(tmp_path):
+    """Saving a lecture from JupyterLab (jupytext's contents manager, the repository's
+    ``jupytext.toml``) keeps what the book needs: the front matter's ``settings`` and
+    ``mystnb``, and every cell with its source and its options. Without the config a save
+    dropped both keys. (The layout may change: YAML comments and line breaks are not kept.)"""
+    import asyncio
+
+    try:
+        import jupytext
+        from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+        from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+    except ImportError as exc:
+        _unavailable(f"{exc.name} is not installed (it is in the book extra: pip install -e '.[book]')")
+    shutil.copy(ROOT / "jupytext.toml", tmp_path / "jupytext.toml")
+    pages = _notebook_sources()
+    for page in pages:
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / page, tmp_path / page)
+    manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(tmp_path))
+
+    async def open_and_save(page):
+        model = await manager.get(page, type="notebook", content=True)
+        await manager.save(model, page)
+
+    for page in pages:
+        asyncio.run(open_and_save(page))
+        before, after = jupytext.read(ROOT / page), jupytext.read(tmp_path / page)
+        for key in ("settings", "mystnb", "kernelspec"):
+            assert after.metadata.get(key) == before.metadata.get(key), f"{page}: a save changed {key}"
+        assert [(c.cell_type, c.source, c.metadata) for c in after.cells] == [
+            (c.cell_type, c.source, c.metadata) for c in before.cells], f"{page}: a save changed its cells"
 
 
 def _pin_quotes(markdown: str) -> dict[str, str]:
