@@ -23,8 +23,11 @@ DNS, a proxy to nowhere). On every page it checks what a reader would notice:
 A screenshot of every page lands in ``_build/screenshots/`` (plus a light and a dark one of a
 lecture figure). Tests that need no browser check that every relative link and ``#anchor`` of
 every page resolves, that the previous/next links walk the whole book, and that every public
-module of the package has an API page. The last test starts ``jupyter lab`` on the repository
-(127.0.0.1 only) and checks that it serves every lecture as a notebook through jupytext.
+module of the package has an API page. The last tests start ``jupyter lab`` on the repository
+(127.0.0.1 only): it serves every lecture as a notebook through jupytext, and in Chromium a
+double click on ``lectures/ep3_temperature.md`` opens a notebook whose Markdown (jupyterlab-myst
+and the book's pin extension) shows each pinned number and whose first cells run from the UI;
+the page's ``.ipynb`` download opens and runs the same way; a save keeps a lecture's content.
 
 Where it runs: skipped, with the reason, when ``_build/html`` does not exist, or when the
 browser or Selenium is missing (``bash scripts/setup_browser.sh`` installs the browser) -- except
@@ -1090,10 +1093,24 @@ def _double_click(driver, wait, name):
     pytest.fail(f"could not double-click {name!r} in the file browser")
 
 
-def _open_and_run(driver, wait, path: str, markdown: str, n_code: int, shot: Path):
+def _wait_state(driver, wait, ready, what: str) -> dict:
+    """Wait until the open notebook's state satisfies ``ready``; else fail, showing that state."""
+    from selenium.common.exceptions import TimeoutException
+
+    try:
+        return wait.until(lambda d: (lambda s: s if ready(s) else None)(d.execute_script(_NOTEBOOK_STATE)))
+    except TimeoutException:
+        s = driver.execute_script(_NOTEBOOK_STATE) or {}
+        seen = {k: s.get(k) for k in ("tab", "notebook", "editor", "code", "markdown", "kernel", "outputs")}
+        seen["pins"] = len(s.get("pins") or [])
+        pytest.fail(f"{what}; after {wait._timeout} s the notebook shows {json.dumps(seen)[:2500]}")
+
+
+def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code: int, shot: Path):
     """Open ``path`` by double clicks from the file browser's root, check that it is a notebook
     with ``n_code`` code cells, run its first two code cells with Shift+Enter and check their
-    outputs, and check that rendered Markdown shows each pinned number as its literal."""
+    outputs, and check that rendered Markdown shows each of its ``n_quotes`` pinned numbers as
+    its literal (``markdown``: the Markdown cells' text)."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -1102,28 +1119,30 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_code: int, shot: Pat
     for part in path.split("/"):
         _double_click(driver, wait, part)
     name = path.rsplit("/", 1)[-1]
-    state = wait.until(lambda d: (lambda s: s if s["tab"] and name in s["tab"] and (
-        s["notebook"] or s["editor"]) else None)(d.execute_script(_NOTEBOOK_STATE)),
-        f"a double click on {path} opened nothing")
+    state = _wait_state(driver, wait, lambda s: s["tab"] and name in s["tab"] and (
+        s["notebook"] or s["editor"]), f"a double click on {path} opened nothing")
     assert state["notebook"] and not state["editor"], (
         f"a double click opens {path} as a text file, not as a notebook: the venv lacks the "
         "default-viewer override (run scripts/setup.sh)")
-    state = wait.until(lambda d: (lambda s: s if s["code"] == n_code and s["kernel"] == "idle"
-                                  else None)(d.execute_script(_NOTEBOOK_STATE)),
-                       f"{path}: not {n_code} code cells with an idle kernel")
+    state = _wait_state(
+        driver, wait, lambda s: s["notebook"] and s["code"] == n_code and s["kernel"] == "idle"
+        and len(s["pins"]) >= n_quotes,
+        f"{path}: not {n_code} code cells, an idle kernel and {n_quotes} pinned numbers shown")
     # Rendered Markdown: each pinned number reads as its literal, never as role syntax.
     quotes = _pin_quotes(markdown)
-    first = next((i for i, t in enumerate(state["rendered"]) if t), None)
-    assert first is not None, f"{path}: no Markdown cell is rendered"
-    text = " ".join(state["rendered"][first].split())
-    sentence = _plain_sentence(markdown.split("```{code-cell}")[0])
-    assert sentence in text, f"{path}: the first Markdown cell does not read {sentence!r}:\n{text[:600]}"
+    rendered = [" ".join(t.split()) for t in state["rendered"] if t]
+    assert rendered, f"{path}: no Markdown cell is rendered"
+    sentence = _plain_sentence(markdown)
+    assert any(sentence in t for t in rendered), (
+        f"{path}: no rendered Markdown cell reads {sentence!r}; the first one reads:\n{rendered[0][:600]}")
     for t in filter(None, state["rendered"]):
         assert "{pin}" not in t, f"{path}: a rendered Markdown cell shows role syntax:\n{t[:600]}"
         shown = [body for body in quotes if body in t]
         assert not shown, f"{path}: a rendered cell shows the pin's name with its number: {shown[:3]}"
     strange = [pin for pin in state["pins"] if pin[0] not in quotes.values()]
     assert state["pins"] and not strange, f"{path}: pins shown that the source does not quote: {strange}"
+    assert len(state["pins"]) == n_quotes, (
+        f"{path}: {len(state['pins'])} pinned numbers shown, {n_quotes} quotes in its Markdown cells")
     # Run the first two code cells through the UI: click into each, Shift+Enter.
     for k in range(2):
         cell = driver.find_elements(
@@ -1131,10 +1150,9 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_code: int, shot: Pat
         driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", cell)
         cell.find_element(By.CSS_SELECTOR, ".jp-InputArea-editor").click()
         ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()
-    slow = type(wait)(driver, 150)
-    state = slow.until(lambda d: (lambda s: s if s["outputs"][1]["images"] and s["kernel"] == "idle"
-                                  else None)(d.execute_script(_NOTEBOOK_STATE)),
-                       f"{path}: the first two code cells never showed their outputs")
+    state = _wait_state(driver, type(wait)(driver, 150),
+                        lambda s: s["outputs"][1]["images"] and s["kernel"] == "idle",
+                        f"{path}: the first two code cells did not show their outputs")
     first_out, second_out = state["outputs"][0], state["outputs"][1]
     assert LAB_FIRST_OUTPUT in first_out["text"], f"{path}: first cell printed:\n{first_out['text'][:800]}"
     assert "Error" not in first_out["text"] + second_out["text"], first_out["text"] + second_out["text"]
@@ -1164,8 +1182,8 @@ def test_jupyter_lab_opens_runs_and_renders_a_lecture_in_the_browser(lab):
 
     source = ROOT / LAB_LECTURE
     before = source.read_bytes()
-    markdown = source.read_text()
-    n_code = markdown.count("```{code-cell}")
+    n_code = source.read_text().count("```{code-cell}")
+    markdown = "\n\n".join(c.source for c in jupytext.read(source).cells if c.cell_type == "markdown")
     stem = source.stem
     download = SITE / "_sources" / "lectures" / f"{stem}.ipynb"
     nb = nbformat.read(download, as_version=4) if download.is_file() else jupytext.read(source)
@@ -1182,11 +1200,13 @@ def test_jupyter_lab_opens_runs_and_renders_a_lecture_in_the_browser(lab):
         wait = WebDriverWait(driver, 60)
         driver.get(f"{lab['base']}/lab?token={lab['token']}")
         wait.until(lambda d: d.execute_script(_LISTING_ITEM, "lectures"), "JupyterLab never loaded")
-        _open_and_run(driver, wait, LAB_LECTURE, markdown, n_code, SHOTS / f"jupyterlab-{stem}")
+        _open_and_run(driver, wait, LAB_LECTURE, markdown, len(_PIN_ROLE.findall(markdown)), n_code,
+                      SHOTS / f"jupyterlab-{stem}")
         for kernel in json.loads(lab["call"]("/api/kernels")):  # one kernel at a time: CPU
             lab["call"](f"/api/kernels/{kernel['id']}", method="DELETE")
         ipynb = (LAB_IPYNB_DIR / f"{stem}.ipynb").relative_to(ROOT).as_posix()
-        _open_and_run(driver, wait, ipynb, nb_markdown, n_code, SHOTS / f"jupyterlab-{stem}-ipynb")
+        _open_and_run(driver, wait, ipynb, nb_markdown, len(_PIN_ROLE.findall(nb_markdown)), n_code,
+                      SHOTS / f"jupyterlab-{stem}-ipynb")
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)
