@@ -29,28 +29,36 @@
     return found;
   }
 
-  function show(element, parts) {
-    var span = document.createElement("span");
-    span.className = "se-pin";
-    span.title = "pinned: " + parts[0] + " (checked by the book build)";
-    span.textContent = parts[1];
-    element.replaceWith(span);
-    return span;
+  function tooltip(parts) {
+    return "pinned: " + parts[0] + " (checked by the book build)";
   }
 
   function rewrite(node, found) {
-    // jupyterlab-myst: an unknown role is a bare <span> holding the role's text.
-    node.querySelectorAll("span:not([class])").forEach(function (span) {
-      var parts = found[span.textContent];
-      if (parts && span.children.length === 0 && span.attributes.length === 0) show(span, parts);
+    // jupyterlab-myst: an unknown role is a bare <span> holding the role's text. React owns
+    // that span and its text node, so change the text node's value in place (never replace
+    // or remove a node React knows); should React reset it, the next sweep sets it again.
+    node.querySelectorAll("span").forEach(function (span) {
+      var ours = span.classList.contains("se-pin");
+      if (!ours && span.attributes.length !== 0) return;
+      var text = span.firstChild;
+      if (span.childNodes.length !== 1 || text.nodeType !== Node.TEXT_NODE) return;
+      var parts = found[text.nodeValue];
+      if (!parts) return;
+      text.nodeValue = parts[1];
+      span.className = "se-pin";
+      span.title = tooltip(parts);
     });
-    // The plain Markdown renderer: the text "{pin}" followed by <code>name=literal</code>.
+    // The plain Markdown renderer (innerHTML, no React): "{pin}" then <code>name=literal</code>.
     node.querySelectorAll("code").forEach(function (code) {
       var parts = found[code.textContent], before = code.previousSibling;
       if (!parts || !before || before.nodeType !== Node.TEXT_NODE) return;
       if (!/\{pin\}$/.test(before.nodeValue)) return;
       before.nodeValue = before.nodeValue.slice(0, -"{pin}".length);
-      show(code, parts);
+      var span = document.createElement("span");
+      span.className = "se-pin";
+      span.title = tooltip(parts);
+      span.textContent = parts[1];
+      code.replaceWith(span);
     });
   }
 
@@ -82,7 +90,8 @@
           sweep(app);
         });
       };
-      new MutationObserver(schedule).observe(document.body, { childList: true, subtree: true });
+      new MutationObserver(schedule).observe(document.body,
+        { childList: true, characterData: true, subtree: true });
       schedule();
     }
   };
