@@ -1103,7 +1103,7 @@ def _wait_state(driver, wait, ready, what: str) -> dict:
         s = driver.execute_script(_NOTEBOOK_STATE) or {}
         seen = {k: s.get(k) for k in ("tab", "notebook", "editor", "code", "markdown", "kernel", "outputs")}
         seen["pins"] = len(s.get("pins") or [])
-        pytest.fail(f"{what}; after {getattr(wait, "_timeout", "?")} s the notebook shows {json.dumps(seen)[:2500]}")
+        pytest.fail(f"{what}; after {getattr(wait, '_timeout', '?')} s the notebook shows {json.dumps(seen)[:2500]}")
 
 
 def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code: int, shot: Path):
