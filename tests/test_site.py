@@ -1076,21 +1076,37 @@ return Array.from(document.querySelectorAll('.jp-DirListing-item')).find(e =>
 """
 
 
-def _double_click(driver, wait, name):
-    """Double click ``name`` in JupyterLab's file browser, as a person opens a file or folder."""
+# In the page: the file browser's folder, as its breadcrumbs show it ("/lectures/"), and the
+# titles of the open tabs.
+_WHERE = r"""
+const crumbs = document.querySelector('.jp-FileBrowser .jp-BreadCrumbs');
+return [crumbs ? crumbs.textContent.replace(/\s+/g, '') : null,
+        Array.from(document.querySelectorAll('#jp-main-dock-panel .lm-TabBar-tab'))
+          .map(t => t.textContent.trim())];
+"""
+
+
+def _double_click(driver, wait, name, opened):
+    """Double click ``name`` in JupyterLab's file browser, as a person opens a file or folder,
+    until ``opened(folder, tabs)`` (from ``_WHERE``) says it took effect."""
     from selenium.common.exceptions import (ElementNotInteractableException,
-                                            StaleElementReferenceException)
+                                            StaleElementReferenceException, TimeoutException)
     from selenium.webdriver.common.action_chains import ActionChains
 
-    for _ in range(5):  # the listing may re-render between finding an entry and clicking it
+    short = type(wait)(driver, 15)
+    for _ in range(4):  # the listing may re-render between finding an entry and clicking it
+        if opened(*driver.execute_script(_WHERE)):
+            return
         item = wait.until(lambda d: d.execute_script(_LISTING_ITEM, name),
                           f"{name!r} never appeared in the file browser")
         try:
             ActionChains(driver).double_click(item).perform()
+            short.until(lambda d: opened(*d.execute_script(_WHERE)))
             return
-        except (StaleElementReferenceException, ElementNotInteractableException):
+        except (StaleElementReferenceException, ElementNotInteractableException, TimeoutException):
             continue
-    pytest.fail(f"could not double-click {name!r} in the file browser")
+    pytest.fail(f"a double click on {name!r} in the file browser did not open it; the browser "
+                f"shows {driver.execute_script(_WHERE)}")
 
 
 def _wait_state(driver, wait, ready, what: str) -> dict:
@@ -1116,9 +1132,12 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code:
     from selenium.webdriver.common.keys import Keys
 
     driver.find_element(By.CSS_SELECTOR, ".jp-BreadCrumbs-home").click()
-    for part in path.split("/"):
-        _double_click(driver, wait, part)
-    name = path.rsplit("/", 1)[-1]
+    wait.until(lambda d: d.execute_script(_WHERE)[0] in ("", "/"), "the file browser never went home")
+    *folders, name = path.split("/")
+    for k, folder in enumerate(folders):
+        here = "/" + "".join(f + "/" for f in folders[:k + 1])
+        _double_click(driver, wait, folder, lambda crumbs, tabs, here=here: crumbs.endswith(here))
+    _double_click(driver, wait, name, lambda crumbs, tabs: name in tabs)
     state = _wait_state(driver, wait, lambda s: s["tab"] and name in s["tab"] and (
         s["notebook"] or s["editor"]), f"a double click on {path} opened nothing")
     assert state["notebook"] and not state["editor"], (
