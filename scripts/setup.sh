@@ -35,8 +35,8 @@ print(f"setup: torch {torch.__version__} (CPU), python", __import__("platform").
 PY
 # Jupyter (README, "Reading a lecture in Jupyter"), in this venv only: a double click opens a
 # lecture as a notebook (jupytext's documented default viewer, as a JupyterLab settings override
-# of our own in overrides.d), and a {pin} quote reads as its number (the standarderror-pins
-# extension, prebuilt: plain files to copy).
+# of our own in overrides.d, which also turns autosave off), and a {pin} quote reads as its
+# number (the standarderror-pins extension, prebuilt: plain files to copy).
 share=.venv/share/jupyter
 mkdir -p "$share/lab/settings/overrides.d" "$share/labextensions"
 cp jupyterlab/overrides.json "$share/lab/settings/overrides.d/standarderror.json"
