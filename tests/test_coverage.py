@@ -307,3 +307,157 @@ def test_demonstration_panels():
     assert c["a"]["accuracy"] == 0.9 and c["b"]["accuracy"] == 0.05
     assert c["a"]["lac"]["coverage"] == c["b"]["lac"]["coverage"] == 0.97
     assert c["a"]["lac"]["mean_size"] == c["b"]["lac"]["mean_size"] == 2.0
+
+
+# ---------------------------------------------------------------- Ye et al.'s rule, by hand
+#
+# The facts of Ye et al.'s released computation (rule="ye"): softmax and every score in the
+# logits' float32; APS running sums in the order of numpy's ascending argsort reversed, not
+# capped at one; q = np.quantile(scores, ceil((n+1)(1-alpha))/n, method="higher"); LAC keeps
+# p >= 1 - q, APS keeps options while the running sum is <= q; an empty set gets the top
+# option. With n = 4 and alpha = 0.5 the level is ceil(2.5)/4 = 3/4 and numpy's "higher"
+# takes sorted index ceil(0.75 * 3) = 3: the largest of the four calibration scores.
+
+_F32 = np.float32
+
+
+def _ye_case(p_cal, y_cal, p_test, score, **kw):
+    return cv.conformal_sets(np.array(p_cal, _F32), np.array(y_cal), np.array(p_test, _F32),
+                             alpha=0.5, score=score, rule="ye", **kw)
+
+
+def test_ye_empty_lac_set_gets_the_argmax():
+    # true-option probabilities 0.9, 0.8, 0.7, 0.75 -> LAC scores 0.1, 0.2, 0.3, 0.25;
+    # q = 1 - 0.7 (exact in float32 by Sterbenz) and 1 - q is float32(0.7) again.
+    p_cal = [[0.9, 0.05, 0.05], [0.1, 0.8, 0.1], [0.2, 0.1, 0.7], [0.75, 0.2, 0.05]]
+    p_test = [[0.5, 0.3, 0.2],      # nothing reaches 0.7: empty, gets option 0
+              [0.1, 0.2, 0.7],      # exactly 0.7 = 1 - q: kept
+              [0.25, 0.4, 0.35]]    # empty, gets option 1
+    r = _ye_case(p_cal, [0, 1, 2, 0], p_test, "lac")
+    assert r["qhat"] == float(_F32(1) - _F32(0.7))
+    np.testing.assert_array_equal(r["sets"], [[1, 0, 0], [0, 0, 1], [0, 1, 0]])
+    off = _ye_case(p_cal, [0, 1, 2, 0], p_test, "lac", nonempty=False)
+    np.testing.assert_array_equal(off["sets"], [[0, 0, 0], [0, 0, 1], [0, 0, 0]])
+
+
+def test_ye_empty_aps_set_gets_the_first_option_of_ye_order():
+    # APS calibration scores: 0.5 (row 0, label 0), 0.8 (0.5 + 0.3), 0.7 (0.7), 0.6 (0.6)
+    p_cal = [[0.5, 0.3, 0.2], [0.5, 0.3, 0.2], [0.7, 0.2, 0.1], [0.1, 0.3, 0.6]]
+    r = _ye_case(p_cal, [0, 1, 0, 2], [[0.9, 0.06, 0.04], [0.45, 0.45, 0.1]], "aps")
+    assert r["qhat"] == float(_F32(0.5) + _F32(0.3))
+    # row 0: 0.9 > q, empty: the fallback adds option 0 (its top)
+    np.testing.assert_array_equal(r["sets"][0], [1, 0, 0])
+    # row 1: a tie at 0.45. The first running sum 0.45 <= q, the second 0.9 > q, so exactly
+    # one of the tied options is kept: the one numpy's ascending argsort puts last.
+    order = np.argsort(np.array([0.45, 0.45, 0.1], _F32))
+    assert r["sets"][1].sum() == 1 and r["sets"][1][order[-1]]
+    off = _ye_case(p_cal, [0, 1, 0, 2], [[0.9, 0.06, 0.04]], "aps", nonempty=False)
+    assert not off["sets"].any()
+
+
+def test_ye_aps_running_sum_rounds_above_one():
+    # float32: 0.6 + 0.33 rounds up to 0.93000007, and + 0.07 gives 1.0000001, although the
+    # exact sum of the three float32 values is 1 + 3.7e-8, which would round to 1.0.
+    a, b, c = _F32(0.6), _F32(0.33), _F32(0.07)
+    assert _F32(a + b) == _F32(0.93000007) and _F32(_F32(a + b) + c) > 1
+    exact = sum(Fraction(float(v)) for v in (a, b, c))
+    assert 1 < exact < 1 + Fraction(1, 2 ** 24)
+    # calibration scores 1, 1, 0.5, 0.8 (two rows whose true option ranks last; 0.5 + 0.3
+    # + 0.2 is exactly 1.0 in float32): q = 1.0 under both rules
+    p_cal = [[0.5, 0.3, 0.2]] * 4
+    ye = _ye_case(p_cal, [2, 2, 0, 1], [[0.6, 0.33, 0.07]], "aps")
+    assert ye["qhat"] == 1.0 and ye["scores_test"][0, 2] > 1
+    np.testing.assert_array_equal(ye["sets"], [[1, 1, 0]])   # the last sum is above q
+    tb = cv.conformal_sets(np.array(p_cal), [2, 2, 0, 1], np.array([[0.6, 0.33, 0.07]]),
+                           alpha=0.5, score="aps")
+    assert tb["qhat"] == 1.0 and tb["scores_test"][0, 2] == 1.0
+    np.testing.assert_array_equal(tb["sets"], [[1, 1, 1]])   # textbook pins it to one
+
+
+def _ye_loop(z_cal, y_cal, z_test, alpha, score, fallback=True):
+    """Ye et al.'s rule restated row by row with float32 scalars and plain Python lists."""
+    def probs(z):
+        z = [_F32(v) for v in z]
+        top = max(z)
+        e = [_F32(np.exp(_F32(v - top))) for v in z]
+        total = _F32(0)
+        for v in e:
+            total = _F32(total + v)
+        return [_F32(v / total) for v in e]
+
+    def order(p):
+        return list(np.argsort(np.array(p, _F32)))[::-1]
+
+    def running(p):
+        out, total = {}, _F32(0)
+        for j in order(p):
+            total = _F32(total + p[j])
+            out[j] = total
+        return out
+
+    cal = []
+    for z, lab in zip(z_cal, y_cal):
+        p = probs(z)
+        cal.append(_F32(1) - p[lab] if score == "lac" else running(p)[lab])
+    cal.sort()
+    n = len(cal)
+    k = math.ceil((n + 1) * (1 - Fraction(str(alpha))))
+    q = cal[k] if k < n else cal[n - 1]
+    sets = np.zeros((len(z_test), len(z_test[0])), bool)
+    for i, z in enumerate(z_test):
+        p = probs(z)
+        if score == "lac":
+            keep = [j for j in range(len(p)) if p[j] >= _F32(1) - q]
+            top = int(np.argmax(p))
+        else:
+            run = running(p)
+            keep = [j for j in order(p) if run[j] <= q]
+            top = order(p)[0]
+        if not keep and fallback:
+            keep = [top]
+        sets[i, keep] = True
+    return sets, q
+
+
+@pytest.mark.parametrize("score", ["lac", "aps"])
+@pytest.mark.parametrize("fallback", [True, False])
+def test_ye_rule_matches_a_row_by_row_float32_restatement(score, fallback):
+    rng = np.random.default_rng(21)
+    z = (rng.normal(0, 4, (400, 6)) * rng.uniform(0.2, 3, (400, 1))).astype(_F32)
+    z[::9, 3] = z[::9, 1]                           # exact ties between two options
+    y = rng.integers(0, 6, 400)
+    p = cv.ye_softmax(z)
+    assert p.dtype == _F32
+    r = cv.conformal_sets(p[:250], y[:250], p[250:], score=score, rule="ye",
+                          nonempty=fallback)
+    sets, q = _ye_loop(z[:250], y[:250], z[250:], 0.1, score, fallback)
+    assert r["qhat"] == float(q)
+    np.testing.assert_array_equal(r["sets"], sets)
+    if score == "aps":
+        assert (r["scores_test"].max(1) != 1).any()   # uncapped: some totals are not 1.0
+
+
+def test_ye_softmax_is_the_row_by_row_float32_softmax():
+    rng = np.random.default_rng(4)
+    z = (rng.normal(0, 6, (3000, 6))).astype(_F32)
+    p = cv.ye_softmax(z)
+    for i in range(0, 3000, 7):
+        e = np.exp(z[i] - np.max(z[i]))
+        np.testing.assert_array_equal(p[i], e / e.sum())
+    assert cv.ye_softmax(z.astype(np.float64)).dtype == np.float64
+    np.testing.assert_array_equal(cv.ye_softmax(z, 2.0), cv.ye_softmax(z / _F32(2.0)))
+
+
+def test_ye_rule_bad_inputs():
+    p = cv.ye_softmax(np.zeros((20, 3), _F32))
+    y = np.zeros(20, int)
+    with pytest.raises(ValueError, match="rule"):
+        cv.conformal_sets(p, y, p, rule="mapie")
+    with pytest.raises(ValueError, match="quantile"):
+        cv.conformal_sets(p, y, p, rule="ye", quantile="textbook")
+    with pytest.raises(ValueError, match="randomized"):
+        cv.conformal_sets(p, y, p, rule="ye", score="aps", randomized=True)
+    with pytest.raises(ValueError, match="logits"):
+        cv.ye_softmax(np.array([[np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="p_cal"):
+        cv.conformal_sets(p * 2, y, p, rule="ye")

@@ -25,18 +25,30 @@ pickles them (dtype ``<f4``, shape ``(6,)``, 24 raw bytes) with distinct ids, an
 array itself with ``np.frombuffer``. The release was pickled with protocol 4 under numpy 1.x.
 Anything else is refused with a one-line error naming the file.
 
-Conventions (our reading of the upstream script; check them against it before relying on a
-third decimal):
+Conventions (the facts of the upstream script, ``uncertainty_quantification_via_cp.py``):
 
-* questions with id 1, 3, 5, 7, 9 served as in-context demonstrations and are removed;
-* the remaining questions, in the order of ``data/<task>.json``, are split 50/50 into
-  calibration and test halves with ``sklearn.model_selection.train_test_split(...,
-  train_size=0.5, random_state=42)`` (the first part calibrates);
-* probabilities are the softmax of the six option logits, computed in float64;
-* the threshold is Ye et al.'s ``np.quantile(scores, ceil((n+1)(1-alpha))/n, method="higher")``
-  (``quantile="ye"`` in :func:`standarderror.uncertainty.coverage.conformal_quantile`), alpha = 0.1;
+* the rows at **positions** 1, 3, 5, 7, 9 of ``data/<task>.json`` and of every logits file
+  served as in-context demonstrations and are removed (by position, not by id); the
+  remaining rows of a logits file must then carry the ids of the data file's rows, in the
+  same order (the upstream script asserts it), and ids must not repeat (the upstream script
+  keys its sets by id);
+* the remaining questions, in that order, are split 50/50 into calibration and test halves
+  with ``sklearn.model_selection.train_test_split(..., train_size=0.5, random_state=42)``
+  (the first part calibrates);
+* the sets are ``rule="ye"`` of :func:`standarderror.uncertainty.coverage.conformal_sets`:
+  probabilities are the softmax of the six option logits in their stored dtype (float32),
+  ``e = exp(z - max z); e / sum(e)`` (:func:`~standarderror.uncertainty.coverage.ye_softmax`),
+  and every score and running sum is computed in that arithmetic; the APS score is the
+  running sum in the order of numpy's argsort reversed, not capped at one; the threshold is
+  ``np.quantile(scores, ceil((n+1)(1-alpha))/n, method="higher")``, alpha = 0.1; LAC keeps
+  the options with ``p >= 1 - qhat``, APS keeps options while the running sum is
+  ``<= qhat``; and **an empty set receives the top option** (LAC: ``argmax(p)``; APS: the
+  first option of its order);
+* a model's answer is the argmax of its logits (not of the rounded probabilities);
 * accuracy, coverage and size are measured on the test half, for each prompt, then averaged
   over the three prompts, as the paper does.
+* ``ye_temperature.py`` divides the stored logits by T in their dtype before the softmax
+  (the upstream script has no temperature; fitted temperatures are fitted in float64).
 """
 
 from __future__ import annotations
@@ -496,7 +508,7 @@ def calibration_mask(n: int, seed: int = SPLIT_SEED) -> np.ndarray:
 
 
 def load(root: Path) -> dict:
-    """``{task: {"ids", "y", "calibration", "logits": {model: {prompt: (n x 6) float64}}}}``."""
+    """``{task: {"ids", "y", "calibration", "logits": {model: {prompt: (n x 6), stored dtype}}}}``."""
     root = Path(root)
     tasks = sorted(p.stem for p in (root / "data").glob("*.json"))
     if not tasks:
@@ -504,8 +516,11 @@ def load(root: Path) -> dict:
     out = {}
     for task in tasks:
         rows = json.loads((root / "data" / f"{task}.json").read_text())
-        rows = [r for r in rows if int(r["id"]) not in DEMONSTRATIONS]
+        rows = [r for i, r in enumerate(rows) if i not in DEMONSTRATIONS]   # by position
         ids = [int(r["id"]) for r in rows]
+        if len(set(ids)) != len(ids):
+            raise SystemExit(f"data/{task}.json: ids repeat; the upstream script keys its sets "
+                             "by id, so repeated ids are not reproduced here")
         y = np.array([_label(r["answer"], f"data/{task}.json id {r['id']}") for r in rows])
         out[task] = {"ids": ids, "y": y, "calibration": calibration_mask(len(ids)), "logits": {}}
     by_length = sorted(tasks, key=len, reverse=True)
@@ -518,12 +533,19 @@ def load(root: Path) -> dict:
             continue
         model = model_task[: -len(task) - 1]
         records = read_logits(f)
-        table = {r["id"]: np.asarray(r["logits_options"], dtype=np.float64) for r in records}
-        missing = [i for i in out[task]["ids"] if i not in table]
-        if missing:
-            raise SystemExit(f"{f.name} has no logits for {len(missing)} questions of {task} "
-                             f"(first ids: {missing[:5]})")
-        z = np.stack([table[i] for i in out[task]["ids"]])
+        records = [r for i, r in enumerate(records) if i not in DEMONSTRATIONS]  # by position
+        got = [r["id"] for r in records]
+        if got != out[task]["ids"]:
+            bad = next((i for i, (a, b) in enumerate(zip(got, out[task]["ids"])) if a != b),
+                       min(len(got), len(out[task]["ids"])))
+            raise SystemExit(f"{f.name}: after removing positions {sorted(DEMONSTRATIONS)}, "
+                             f"its {len(got)} rows must carry the ids of data/{task}.json's "
+                             f"{len(out[task]['ids'])} rows in the same order; first "
+                             f"difference at row {bad}")
+        dtypes = {r["logits_options"].dtype for r in records}
+        if len(dtypes) != 1:
+            raise SystemExit(f"{f.name}: logits of mixed dtypes {sorted(map(str, dtypes))}")
+        z = np.stack([r["logits_options"] for r in records])   # stored dtype (float32)
         if z.shape[1] != len(LETTERS):
             raise SystemExit(f"{f.name}: expected {len(LETTERS)} option logits, got {z.shape[1]}")
         out[task]["logits"].setdefault(model, {})[prompt] = z
@@ -546,7 +568,8 @@ def evaluate(task: dict, temperature=1.0) -> dict:
             if z is None:
                 continue
             t = temperature(model, prompt, z, y, cal) if callable(temperature) else temperature
-            e = cv.evaluate(cv.softmax_logits(z, t), y, cal, alpha=ALPHA, quantile="ye")
+            e = cv.evaluate(cv.ye_softmax(z, t), y, cal, alpha=ALPHA, rule="ye",
+                            answers=np.argmax(z, axis=1))
             runs.append({"prompt": prompt, "temperature": float(t), "accuracy": e["accuracy"],
                          "lac_coverage": e["lac"]["coverage"], "lac_size": e["lac"]["mean_size"],
                          "aps_coverage": e["aps"]["coverage"], "aps_size": e["aps"]["mean_size"]})
@@ -558,14 +581,15 @@ def evaluate(task: dict, temperature=1.0) -> dict:
 
 
 def fitted(model, prompt, z, y, cal) -> float:
-    """Maximum-likelihood temperature on the calibration half."""
-    return cv.fit_temperature(z[cal], y[cal])
+    """Maximum-likelihood temperature on the calibration half (fitted in float64)."""
+    return cv.fit_temperature(np.asarray(z, dtype=np.float64)[cal], y[cal])
 
 
 def header(root: Path, data: dict) -> None:
     print(f"# Ye et al. (2024) recomputed from the release at {root}")
     print(f"# alpha={ALPHA}; demonstrations {sorted(DEMONSTRATIONS)} removed; 50/50 split, "
-          f"random_state={SPLIT_SEED}; quantile as released (np.quantile, method='higher')")
+          f"random_state={SPLIT_SEED}; sets as released (float32, np.quantile "
+          "method='higher', empty sets get the top option)")
     for task, d in data.items():
         print(f"# task {task}: questions={len(d['ids'])} calibration={int(d['calibration'].sum())} "
               f"test={int((~d['calibration']).sum())} models={len(d['logits'])}")

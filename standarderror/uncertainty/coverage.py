@@ -27,6 +27,9 @@ from standarderror.uncertainty import calibration as _cb  # noqa: E402
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")
+#: Set rules: ``"textbook"`` (float64 scores, the APS running sum capped at one, no fallback
+#: unless asked) and ``"ye"`` (Ye et al.'s released computation; see :func:`conformal_sets`).
+RULES = ("textbook", "ye")
 #: Tolerance used when taking the ceiling of (n + 1)(1 - alpha): a decimal alpha such as 0.3
 #: is not exactly representable in binary, and without it ``ceil`` could land one too high.
 _CEIL_TOL = 1e-9
@@ -61,7 +64,54 @@ def minimum_calibration(alpha: float) -> int:
     return n
 
 
-def label_scores(p, *, score: str = "lac", u=None) -> np.ndarray:
+def _ye_dtype(a: np.ndarray) -> np.dtype:
+    """The arithmetic of Ye et al.'s computation: the array's own float dtype (float32 for
+    the released logits), float64 for anything that is not a float."""
+    return a.dtype if a.dtype in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+def ye_softmax(logits, temperature: float = 1.0) -> np.ndarray:
+    """Ye et al.'s softmax of option logits, in the logits' own dtype (float32 as released).
+
+    Row by row, :math:`e = \\exp(z - \\max z)` and :math:`p = e / \\sum e`, computed in the
+    dtype of ``logits`` when it is float32 or float64 (other input is read as float64); a
+    ``temperature`` other than one divides the logits first, in that dtype. The float32
+    result differs from the float64 :func:`softmax_logits` in the last bits, and those bits
+    decide ties and near-ties of the APS running sum with the threshold
+    (:func:`conformal_sets` with ``rule="ye"``). The vectorised form is bit-for-bit the
+    per-row computation (a test checks it).
+    """
+    raw = np.asarray(_checks.real(logits, "logits"))
+    z = _checks.array(raw, "logits", ndim=2)
+    if z.shape[1] < 2:
+        raise ValueError(f"logits must have at least two classes (columns), got shape {z.shape}")
+    dt = _ye_dtype(raw)
+    z = raw.astype(dt, copy=False)
+    t = _checks.temperature(temperature)
+    if t != 1.0:
+        z = z / dt.type(t)
+        if not np.all(np.isfinite(z)):
+            raise ValueError(f"logits / temperature overflows {dt}; pass a larger temperature")
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _ye_order(p: np.ndarray) -> np.ndarray:
+    """Ye et al.'s option order per row: numpy's default ascending argsort, reversed (so among
+    equal probabilities the later option comes first)."""
+    return np.argsort(p, axis=1)[:, ::-1]
+
+
+def _ye_probabilities(p, name: str) -> np.ndarray:
+    """Validate probabilities as :func:`_checks.probabilities` does, but return them in their
+    own dtype (float32 stays float32): Ye et al.'s rule computes in that arithmetic."""
+    raw = np.asarray(_checks.real(p, name))
+    _checks.probabilities(raw, name)
+    return raw.astype(_ye_dtype(raw), copy=False)
+
+
+def label_scores(p, *, score: str = "lac", u=None,
+                 rule: str = "textbook") -> np.ndarray:
     """Nonconformity score of every label of every row (rows x K); larger = less conforming.
 
     * ``"lac"`` (least ambiguous set-valued classifier, Sadinle, Lei and Wasserman 2019):
@@ -75,9 +125,28 @@ def label_scores(p, *, score: str = "lac", u=None) -> np.ndarray:
     * ``"aps"`` with ``u`` (one uniform draw per row): the randomised score
       :math:`s(x, y, u) = \\sum_{j:\\, \\pi(j) < \\pi(y)} p_j(x) + u\\, p_y(x)`, whose
       conformal coverage is exact up to :math:`1/(n+1)`.
+
+    ``rule="ye"``: Ye et al.'s released arithmetic, in the dtype of ``p`` (float32 from
+    :func:`ye_softmax`). LAC is ``1 - p``; APS is the running sum of the probabilities in
+    the order of :func:`_ye_order` (numpy's ascending argsort reversed: among equal
+    probabilities the later option first), accumulated in that dtype, **not** capped, so the
+    last option's score is the rounded sum of all six (0.99999994 or 1.0000001 as often as
+    1). No randomised form.
     """
-    p = _checks.probabilities(p, "p")
     _choice(score, "score", SCORES)
+    _choice(rule, "rule", RULES)
+    if rule == "ye":
+        if u is not None:
+            raise ValueError("u (randomisation) is not part of rule='ye'; pass u=None")
+        q = _ye_probabilities(p, "p")
+        if score == "lac":
+            return q.dtype.type(1) - q
+        order = _ye_order(q)
+        run = np.cumsum(np.take_along_axis(q, order, axis=1), axis=1)
+        out = np.empty_like(q)
+        np.put_along_axis(out, order, run, axis=1)
+        return out
+    p = _checks.probabilities(p, "p")
     if score == "lac":
         if u is not None:
             raise ValueError("u (randomisation) applies to score='aps' only; pass u=None for 'lac'")
@@ -143,8 +212,9 @@ def conformal_quantile(scores, alpha: float = 0.1, *, quantile: str = "textbook"
 
 
 def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "lac",
-                   randomized: bool = False, nonempty: bool = False, seed: int | None = None,
-                   quantile: str = "textbook") -> dict:
+                   randomized: bool = False, nonempty: bool | None = None,
+                   seed: int | None = None, quantile: str | None = None,
+                   rule: str = "textbook") -> dict:
     """Split conformal prediction sets, vectorised over questions.
 
     The calibration scores :math:`s_i = s(x_i, y_i)` (see :func:`label_scores`) give the
@@ -161,12 +231,23 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
     randomized : APS only: draw :math:`U \\sim \\mathrm{Uniform}(0, 1)` per row (calibration and
         test) from ``seed`` and use the randomised score.
     nonempty : add the most probable label to an empty set (coverage can only go up).
+        Default ``None``: off for ``rule="textbook"``, on for ``rule="ye"``.
     seed : int, numpy.random.Generator or None
         Seed of the uniform draws (``randomized=True``). With the default ``None`` the draws
         come from fresh operating-system entropy, so randomised sets differ from call to
         call; pass an integer for reproducible sets (as with scikit-learn's
         ``random_state``).
-    quantile : ``"textbook"`` or ``"ye"`` (see :func:`conformal_quantile`).
+    quantile : ``"textbook"`` or ``"ye"`` (see :func:`conformal_quantile`). Default ``None``:
+        the rule's own (``"textbook"``, or ``"ye"`` for ``rule="ye"``).
+    rule : ``"textbook"`` or ``"ye"``. ``"ye"`` is Ye et al.'s released computation, in the
+        dtype of the probabilities passed (float32 from :func:`ye_softmax`): scores as
+        :func:`label_scores` with ``rule="ye"``; :math:`\\hat q` = ``np.quantile(scores,
+        ceil((n+1)(1-alpha))/n, method="higher")``, a calibration score of that dtype;
+        LAC keeps the options with :math:`p \\ge 1 - \\hat q` (the difference rounded in
+        that dtype), APS keeps options in order while their running sum is
+        :math:`\\le \\hat q`; and an empty set receives one option, ``argmax(p)`` under
+        LAC, the first option of the APS order under APS (``nonempty=False`` switches that
+        fallback off, to measure what it adds). Probabilities are not renormalised.
 
     Returns
     -------
@@ -176,6 +257,15 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
     """
     a = _checks.alpha(alpha)
     _choice(score, "score", SCORES)
+    _choice(rule, "rule", RULES)
+    if rule == "ye":
+        if quantile not in (None, "ye"):
+            raise ValueError("rule='ye' uses Ye et al.'s quantile; pass quantile=None or 'ye'")
+        if randomized:
+            raise ValueError("randomized=True is not part of rule='ye'")
+        return _ye_sets(p_cal, y_cal, p_test, a, score, True if nonempty is None else nonempty)
+    quantile = "textbook" if quantile is None else quantile
+    nonempty = bool(nonempty)
     _choice(quantile, "quantile", QUANTILES)
     p_cal = _checks.probabilities(p_cal, "p_cal")
     p_test = _checks.probabilities(p_test, "p_test")
@@ -202,6 +292,35 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
         sets[empty, np.argmax(p_test[empty], axis=1)] = True
     return {"sets": sets, "qhat": qhat, "scores_cal": s_cal, "scores_test": s_test,
             "score": score, "alpha": a, "n_cal": int(p_cal.shape[0])}
+
+
+def _ye_sets(p_cal, y_cal, p_test, alpha: float, score: str, fallback: bool) -> dict:
+    """:func:`conformal_sets` with ``rule="ye"`` (arguments already checked)."""
+    nonempty = bool(fallback)
+    q_cal = _ye_probabilities(p_cal, "p_cal")
+    q_test = _ye_probabilities(p_test, "p_test")
+    if q_test.shape[1] != q_cal.shape[1]:
+        raise ValueError(f"p_test has {q_test.shape[1]} classes but p_cal has {q_cal.shape[1]}; "
+                         "both need the same columns")
+    y_cal = _checks.labels(y_cal, q_cal.shape[1], q_cal.shape[0], "y_cal")
+    s_cal = label_scores(q_cal, score=score, rule="ye")[np.arange(q_cal.shape[0]), y_cal]
+    # the threshold is one of the calibration scores ("higher" interpolates nothing), so it
+    # is exact in their dtype; conformal_quantile checks the size of the calibration set
+    qhat = s_cal.dtype.type(conformal_quantile(s_cal.astype(np.float64), alpha, quantile="ye"))
+    s_test = label_scores(q_test, score=score, rule="ye")
+    rows = np.arange(q_test.shape[0])
+    if score == "lac":
+        sets = q_test >= q_test.dtype.type(1) - qhat
+        top = np.argmax(q_test, axis=1)
+    else:
+        sets = s_test <= qhat
+        top = _ye_order(q_test)[:, 0]
+    if nonempty:
+        empty = ~sets.any(axis=1)
+        sets[rows[empty], top[empty]] = True
+    return {"sets": sets, "qhat": float(qhat), "scores_cal": s_cal, "scores_test": s_test,
+            "score": score, "alpha": alpha, "n_cal": int(q_cal.shape[0]), "rule": "ye",
+            "nonempty": nonempty}
 
 
 def set_summary(sets, y) -> dict:
@@ -350,12 +469,17 @@ def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
 fit_temperature = _cb.fit_temperature
 
 
-def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str = "textbook",
-             scores=SCORES) -> dict:
+def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = None,
+             scores=SCORES, rule: str = "textbook", nonempty: bool | None = None,
+             answers=None) -> dict:
     """One model on one task: accuracy and, per score function, threshold, coverage and size.
 
     ``calibration`` is a boolean mask (rows): True rows calibrate, the others are the test half.
-    Accuracy is measured on the test half (the rows whose sets are measured).
+    Accuracy is measured on the test half (the rows whose sets are measured), of ``answers``
+    (the model's answer per row) when given, else of ``argmax(p)``. Ye et al. score the
+    argmax of the logits, which can differ from that of float32 probabilities where two
+    probabilities round to the same float; pass ``answers=argmax(logits)`` to match them.
+    ``quantile``, ``rule`` and ``nonempty`` go to :func:`conformal_sets`.
 
     Returns
     -------
@@ -364,6 +488,7 @@ def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str = "textbook
         ``median_size``, ``singleton``, ``empty`` and ``sets``; and ``average_size``, the mean
         of the scores' mean sizes (the quantity Ye et al. rank by).
     """
+    p_in = p
     p = _checks.probabilities(p, "p")
     y = _checks.labels(y, p.shape[1], p.shape[0], "y")
     cal = np.asarray(calibration)
@@ -372,9 +497,16 @@ def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str = "textbook
     test = ~cal
     if test.sum() == 0:
         raise ValueError("calibration marks every row; leave some rows for the test half")
-    out = {"accuracy": float((np.argmax(p[test], axis=1) == y[test]).mean())}
+    if answers is None:
+        answers = np.argmax(p, axis=1)
+    else:
+        answers = _checks.labels(answers, p.shape[1], p.shape[0], "answers")
+    out = {"accuracy": float((answers[test] == y[test]).mean())}
+    # rule="ye" computes in the probabilities' own dtype: hand it the array as passed
+    q = p if rule == "textbook" else np.asarray(p_in)
     for name in scores:
-        r = conformal_sets(p[cal], y[cal], p[test], alpha=alpha, score=name, quantile=quantile)
+        r = conformal_sets(q[cal], y[cal], q[test], alpha=alpha, score=name, quantile=quantile,
+                           rule=rule, nonempty=nonempty)
         summ = set_summary(r["sets"], y[test])
         summ.pop("sizes")
         out[name] = {"qhat": r["qhat"], "sets": r["sets"], **summ}
