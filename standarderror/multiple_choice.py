@@ -21,12 +21,24 @@ The task (:func:`questions`)
     distractors do not fit, so it can be solved by reading it.
 
 The score (:func:`option_logits`)
-    The option's score is the sum of the log-probabilities of its characters given the
-    context, :math:`z_o = \\sum_{j} \\log p(o_j \\mid \\text{context}, o_{<j})`, the
-    log-probability of the whole option string. Softmax over the six scores gives the model's
-    probability of each option given that the answer is one of them. We do not divide by the
-    length: within a question all options have the same length, so dividing would only apply
-    a per-question temperature equal to the word length, not remove a bias.
+    :func:`family` scores an option as the log-probability of the whole word given the
+    context (:func:`option_logits` with ``whole_words=True``): the sum
+    of the log-probabilities of its characters, :math:`\\sum_{j} \\log p(o_j \\mid
+    \\text{context}, o_{<j})`, plus the log-probability that the word ends there (that the
+    next character is not a letter, an apostrophe or a hyphen, the event the true word is
+    drawn on; :func:`boundary_ids`). Without that last term the score is the probability of
+    the option as a *prefix*, which also counts every longer word that starts with it
+    (``whole_words=False``, :func:`option_logits`' default, the score a model interface's
+    ``continuation_logprob`` gives; :func:`family` keeps those as ``prefix_logits``). Softmax
+    over the six scores gives the model's probability of each option given that the answer
+    is one of them. We do not divide by the length: within a question all options have the
+    same length, so dividing would only apply a per-question temperature equal to the word
+    length, not remove a bias.
+
+    The task is a six-word cloze: six words of one length, no letters, no "I don't know" or
+    "none of the above" option, so it is not the format of Ye et al.'s benchmarks (lettered
+    options A-F, two of them those catch-alls); it shares their number of options and their
+    split-conformal protocol.
 
 Everything is computed fresh (nothing is cached on disk). The context is run once per
 question with a key/value cache and the six continuations are scored one character at a
@@ -172,9 +184,21 @@ def _attend(block, x, prefix=None, mask=None):
     return attn.proj(y.transpose(1, 2).reshape(n, t, c)), kept
 
 
-@torch.no_grad()
-def option_logits(model: dict, qs: dict, *, chunk: int = 360) -> np.ndarray:
+def boundary_ids(stoi: dict) -> np.ndarray:
+    """Token ids of the characters that end a word in :func:`questions`: every character of
+    the vocabulary that is neither a letter nor an apostrophe nor a hyphen."""
+    return np.array(sorted(i for c, i in stoi.items() if not re.fullmatch(r"[A-Za-z'\-]", c)))
+
+
+def option_logits(model: dict, qs: dict, *, chunk: int = 360,
+                  whole_words: bool = False) -> np.ndarray:
     """Sum of the log-probabilities of each option's characters given its context.
+
+    ``whole_words=True`` adds the log-probability that the word ends there, that the next
+    character is one of :func:`boundary_ids` (the event :func:`questions` conditions the
+    true word on): the option is then scored as the whole word ``o`` followed by a
+    non-letter, :math:`\\log p(o \\mid c) + \\log \\sum_{b} p(b \\mid c, o)`, rather than
+    as the prefix ``o``, which also counts every longer word that begins with it.
 
     ``model`` is :func:`standarderror.llm.tiny.load`'s dict. Questions are grouped by option
     length. The context of each question is run once (causal attention); the six options
@@ -184,6 +208,14 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360) -> np.ndarray:
     :func:`standarderror.llm.tiny.log_probabilities`), with the context's work done once
     instead of six times. Returns a float64 array (questions x 6).
     """
+    prefix, end = _option_scores(model, qs, chunk)
+    return prefix + end if whole_words else prefix
+
+
+@torch.no_grad()
+def _option_scores(model: dict, qs: dict, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """(prefix log-probability, log-probability that the word ends next), each questions x 6,
+    from one pass (see :func:`option_logits`)."""
     net, stoi = model["model"], model["stoi"]
     ctx = np.stack([tiny.encode(c, stoi) for c in qs["context"]])
     opts = qs["options"]
@@ -196,6 +228,8 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360) -> np.ndarray:
         raise ValueError(f"context ({s}) + option ({lens.max()}) exceeds the model's "
                          f"{net.cfg.block} characters")
     out = np.empty((n, k))
+    out_end = np.empty((n, k))
+    ends = torch.from_numpy(boundary_ids(stoi))
     for width in np.unique(lens[:, 0]):
         group = np.flatnonzero(lens[:, 0] == width)
         ids = np.stack([tiny.encode("".join(opts[i]), stoi) for i in group]).reshape(-1, k, width)
@@ -217,17 +251,22 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360) -> np.ndarray:
                 xo = xo + block.mlp(block.ln2(xo))
             first = torch.log_softmax((net.ln(x[:, -1]) @ net.tok.weight.T).double(), -1)
             lp = first.gather(1, o_ids[:, :, 0])                           # (m, 6)
+            h = net.ln(xo.view(m, k, width, -1))
+            rest = torch.log_softmax((h @ net.tok.weight.T).double(), -1)     # (m, 6, w, V)
             if width > 1:
-                h = net.ln(xo.view(m, k, width, -1)[:, :, :-1])
-                rest = torch.log_softmax((h @ net.tok.weight.T).double(), -1)
-                lp = lp + rest.gather(-1, o_ids[:, :, 1:].unsqueeze(-1)).squeeze(-1).sum(-1)
+                nxt = o_ids[:, :, 1:].unsqueeze(-1)
+                lp = lp + rest[:, :, :-1].gather(-1, nxt).squeeze(-1).sum(-1)
             out[rows] = lp.numpy()
-    return out
+            out_end[rows] = torch.logsumexp(rest[:, :, -1][..., ends], dim=-1).numpy()
+    return out, out_end
 
 
 def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
-           threads: int | None = 1) -> dict:
+           threads: int | None = 1, whole_words: bool = True) -> dict:
     """The checkpoints' option scores on one fixed set of questions.
+
+    Options are scored as whole words (``whole_words``, see :func:`option_logits`), the
+    event the questions are built on; ``whole_words=False`` scores them as prefixes.
 
     Scoring runs with ``threads`` torch threads (restored afterwards; ``None`` leaves the
     setting alone). One thread by default: the matrices are small, so a second thread buys
@@ -237,32 +276,49 @@ def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
     -------
     dict
         ``steps`` (training steps), ``logits`` (checkpoints x questions x 6, float64),
+        ``prefix_logits`` (the same options scored as prefixes, whatever ``whole_words``),
         ``y``, ``calibration`` (boolean mask: a random half of the questions, fixed by
         ``split_seed``), ``questions`` (see :func:`questions`), ``sha256`` per checkpoint.
     """
     qs = questions(count, seed)
     steps = list(steps) if steps is not None else [c["step"] for c in tiny.card()["checkpoints"]]
-    logits, shas = [], []
+    logits, prefixes, shas = [], [], []
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
     try:
         for s in steps:
             m = tiny.load(s)
-            logits.append(option_logits(m, qs))
+            prefix, end = _option_scores(m, qs, 360)
+            logits.append(prefix + end if whole_words else prefix)
+            prefixes.append(prefix)
             shas.append(m["sha256"])
     finally:
         torch.set_num_threads(before)
     cal = np.zeros(count, dtype=bool)
     cal[np.random.default_rng(split_seed).permutation(count)[: count // 2]] = True
     return {"steps": steps, "logits": np.stack(logits), "y": qs["y"], "calibration": cal,
-            "questions": qs, "sha256": shas}
+            "questions": qs, "sha256": shas, "whole_words": bool(whole_words),
+            "prefix_logits": np.stack(prefixes)}
 
 
-def _size_table(logits, y, cal, temperature, alpha) -> dict:
+RULES = ("ye", "textbook")
+
+
+def _probabilities(z, t, rule: str) -> np.ndarray:
+    """One checkpoint's option probabilities at temperature ``t`` under ``rule``: Ye et al.'s
+    float32 softmax of the scores rounded to float32 (their logits are float32), or the
+    float64 softmax of the textbook rule."""
+    if rule == "ye":
+        return cv.ye_softmax(np.asarray(z, dtype=np.float32), t)
+    return cv.softmax_logits(z, t)
+
+
+def _size_table(logits, y, cal, temperature, alpha, rule="ye") -> dict:
     """Per checkpoint: accuracy, coverage and mean size per score, at one temperature each."""
     ts = np.broadcast_to(np.asarray(temperature, dtype=float), (logits.shape[0],))
-    rows = [cv.evaluate(cv.softmax_logits(z, t), y, cal, alpha=alpha) for z, t in zip(logits, ts)]
+    rows = [cv.evaluate(_probabilities(z, t, rule), y, cal, alpha=alpha, rule=rule,
+                        answers=np.argmax(z, axis=1)) for z, t in zip(logits, ts)]
     out = {"accuracy": np.array([r["accuracy"] for r in rows]), "temperature": np.array(ts)}
     for s in cv.SCORES:
         out[f"{s}_coverage"] = np.array([r[s]["coverage"] for r in rows])
@@ -271,8 +327,94 @@ def _size_table(logits, y, cal, temperature, alpha) -> dict:
     return out
 
 
-def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0)) -> dict:
+#: The steps from the textbook sets to Ye et al.'s, one change at a time (see :func:`overshoot`).
+VARIANTS = ("textbook", "ye_quantile", "ye_no_fallback", "ye")
+
+
+def overshoot(fam: dict, *, splits: int = 100, seed: int = 3, alpha: float = 0.1) -> dict:
+    """Where Ye et al.'s coverage above :math:`1-\\alpha` comes from, one change at a time.
+
+    For the family's own split and for ``splits`` fresh random halvings (seeded), every
+    checkpoint's sets are built four ways (:data:`VARIANTS`), each adding one fact of Ye et
+    al.'s computation to the previous one:
+
+    ``"textbook"``
+        float64 softmax, the textbook threshold (the :math:`k`-th smallest score), the APS
+        running sum capped at one with the last option's score exactly one; no fallback.
+    ``"ye_quantile"``
+        the same scores with Ye et al.'s ``np.quantile(..., method="higher")`` threshold.
+    ``"ye_no_fallback"``
+        Ye et al.'s float32 softmax and uncapped float32 running sums (``rule="ye"``,
+        ``nonempty=False``).
+    ``"ye"``
+        Ye et al.'s computation: the same, and an empty set receives the top option.
+
+    Returns
+    -------
+    dict
+        ``variants``; ``coverage`` and ``empty``: ``{score: {variant: array}}`` of shape
+        (splits + 1, checkpoints), row 0 the family's own split; ``empty_top_right``
+        ``{score: array}`` (same shape): the share of test questions whose ``"ye_no_fallback"``
+        set is empty *and* whose top option is the true one (the fallback's gain in coverage,
+        exactly); ``tied_at_one`` (same shape): the share of textbook APS calibration scores
+        equal to exactly one (the true option ranked last), and ``qhat_at_one`` whether the
+        textbook APS threshold is one; ``saturated`` (checkpoints): the share of questions
+        whose float32 top probability is exactly 1.0; ``steps``.
+    """
+    splits = _checks.positive_int(splits, "splits")
+    z, y = fam["logits"], fam["y"]
+    n, c = len(y), z.shape[0]
+    rng = np.random.default_rng(seed)
+    masks = [fam["calibration"]]
+    for _ in range(splits):
+        m = np.zeros(n, dtype=bool)
+        m[rng.permutation(n)[: n // 2]] = True
+        masks.append(m)
+    shape = (len(masks), c)
+    cov = {s: {v: np.empty(shape) for v in VARIANTS} for s in cv.SCORES}
+    emp = {s: {v: np.empty(shape) for v in VARIANTS} for s in cv.SCORES}
+    top_right = {s: np.empty(shape) for s in cv.SCORES}
+    tied, at_one = np.empty(shape), np.zeros(shape, dtype=bool)
+    p64 = [cv.softmax_logits(zi) for zi in z]
+    p32 = [_probabilities(zi, 1.0, "ye") for zi in z]
+    for i, cal in enumerate(masks):
+        t = ~cal
+        for j in range(c):
+            right = np.argmax(z[j][t], axis=1) == y[t]
+            for s in cv.SCORES:
+                runs = {
+                    "textbook": cv.conformal_sets(p64[j][cal], y[cal], p64[j][t], alpha=alpha,
+                                                  score=s),
+                    "ye_quantile": cv.conformal_sets(p64[j][cal], y[cal], p64[j][t],
+                                                     alpha=alpha, score=s, quantile="ye"),
+                    "ye_no_fallback": cv.conformal_sets(p32[j][cal], y[cal], p32[j][t],
+                                                        alpha=alpha, score=s, rule="ye",
+                                                        nonempty=False),
+                    "ye": cv.conformal_sets(p32[j][cal], y[cal], p32[j][t], alpha=alpha,
+                                            score=s, rule="ye"),
+                }
+                for v, r in runs.items():
+                    summ = cv.set_summary(r["sets"], y[t])
+                    cov[s][v][i, j] = summ["coverage"]
+                    emp[s][v][i, j] = summ["empty"]
+                empty = ~runs["ye_no_fallback"]["sets"].any(axis=1)
+                top_right[s][i, j] = float((empty & right).mean())
+                if s == "aps":
+                    tied[i, j] = float((runs["textbook"]["scores_cal"] == 1.0).mean())
+                    at_one[i, j] = runs["textbook"]["qhat"] == 1.0
+    saturated = np.array([float((p.max(axis=1) == 1).mean()) for p in p32])
+    return {"variants": VARIANTS, "coverage": cov, "empty": emp, "empty_top_right": top_right,
+            "tied_at_one": tied, "qhat_at_one": at_one, "saturated": saturated,
+            "steps": list(fam["steps"])}
+
+
+def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0),
+             rule: str = "ye") -> dict:
     """The review's measurements on the checkpoint family.
+
+    The sets are Ye et al.'s (``rule="ye"``: float32 softmax of the scores, their quantile,
+    the fallback for empty sets; see :func:`~standarderror.uncertainty.coverage.conformal_sets`)
+    unless ``rule="textbook"``; answers are the argmax of the scores.
 
     Returns
     -------
@@ -288,10 +430,11 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0)) -> 
         ``temperature``: tau and rank changes between T = 0.5 and T = 2, and between T = 1
         and the fitted temperatures, per score.
     """
+    _checks.choice(rule, "rule", RULES)
     z, y, cal = fam["logits"], fam["y"], fam["calibration"]
-    at = {t: _size_table(z, y, cal, t, alpha) for t in temperatures}
+    at = {t: _size_table(z, y, cal, t, alpha, rule) for t in temperatures}
     fitted_t = np.array([cv.fit_temperature(zi[cal], y[cal]) for zi in z])
-    fit = _size_table(z, y, cal, fitted_t, alpha)
+    fit = _size_table(z, y, cal, fitted_t, alpha, rule)
     base = at[1.0]
     keys = {"lac": "lac_size", "aps": "aps_size", "average": "average_size"}
     out = {"at": at, "fitted": fit, "steps": list(fam["steps"]),
@@ -311,7 +454,8 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0)) -> 
     return out
 
 
-def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 0.1) -> dict:
+def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 0.1,
+                  rule: str = "ye") -> dict:
     """Control: how much do size rankings move when only the calibration/test split changes?
 
     For each of ``splits`` random halvings (seeded), compute every checkpoint's LAC and APS
@@ -327,6 +471,7 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
         (discordant pairs per split), ``pairs``.
     """
     splits = _checks.positive_int(splits, "splits")
+    _checks.choice(rule, "rule", RULES)
     if splits < 2:
         raise ValueError(f"splits must be at least 2 (consecutive splits are compared), got {splits}")
     z, y = fam["logits"], fam["y"]
@@ -337,7 +482,7 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
     for _ in range(splits):
         cal = np.zeros(n, dtype=bool)
         cal[rng.permutation(n)[: n // 2]] = True
-        t = _size_table(z, y, cal, 1.0, alpha)
+        t = _size_table(z, y, cal, 1.0, alpha, rule)
         for s in sizes:
             sizes[s].append(t[f"{s}_size"])
         k = cv.kendall_tau(t["lac_size"], t["aps_size"])

@@ -10,6 +10,7 @@ import torch
 
 from standarderror import multiple_choice as mc
 from standarderror.llm import tiny
+from standarderror.uncertainty import coverage as cv
 
 
 @pytest.fixture(scope="module")
@@ -51,25 +52,41 @@ def test_questions_are_seeded_and_positions_shuffled():
 
 def test_option_logits_equal_full_forward(qs, final):
     z = mc.option_logits(final, qs, chunk=7)
+    w = mc.option_logits(final, qs, chunk=7, whole_words=True)
     # reference: every context + option string through the model's own forward pass, in one
     # batch (right-padding with spaces cannot affect earlier positions of a causal model)
     strings = [qs["context"][i] + qs["options"][i][j] for i in range(len(qs["context"])) for j in range(6)]
-    width = max(map(len, strings))
+    width = max(map(len, strings)) + 1
     ids = torch.from_numpy(np.stack([tiny.encode(s.ljust(width), final["stoi"]) for s in strings]))
     lp = tiny.log_probabilities(final["model"], ids[:, :-1])
+    # a word ends where the next character is not a letter, an apostrophe or a hyphen
+    ends = [i for c, i in final["stoi"].items() if not (c.isascii() and c.isalpha()) and c not in "'-"]
     ref = np.empty(len(strings))
+    ref_end = np.empty(len(strings))
     for r, s in enumerate(strings):
-        n = len(s) - mc.CONTEXT
         pos = np.arange(mc.CONTEXT - 1, len(s) - 1)
         ref[r] = lp[r, pos, ids[r, pos + 1].numpy()].sum()
+        ref_end[r] = np.logaddexp.reduce(np.asarray(lp[r, len(s) - 1, ends], dtype=float))
     ref = ref.reshape(z.shape)
     np.testing.assert_allclose(z, ref, atol=5e-4)
-    assert np.all(z < 0)
+    np.testing.assert_allclose(w, ref + ref_end.reshape(z.shape), atol=5e-4)
+    assert np.all(z < 0) and np.all(w < z)            # a whole word is rarer than its prefix
 
 
-def test_analysis_on_two_checkpoints(qs):
+def test_boundary_characters(final):
+    ends = {c for c, i in final["stoi"].items() if i in set(mc.boundary_ids(final["stoi"]))}
+    assert {" ", "\n", ",", "."} & set(final["stoi"]) <= ends
+    assert not ends & set("abcxyzABCXYZ'-")
+
+
+@pytest.fixture(scope="module")
+def small_family():
     steps = [c["step"] for c in tiny.card()["checkpoints"]]
-    fam = mc.family(60, seed=5, steps=[steps[0], steps[-1], steps[3]])
+    return mc.family(60, seed=5, steps=[steps[0], steps[-1], steps[3]])
+
+
+def test_analysis_on_two_checkpoints(qs, small_family):
+    fam = small_family
     np.testing.assert_array_equal(fam["y"], qs["y"])
     assert fam["logits"].shape == (3, 60, 6) and fam["calibration"].sum() == 30
     a = mc.analysis(fam)
@@ -82,6 +99,33 @@ def test_analysis_on_two_checkpoints(qs):
     assert a["tau_lac_aps"]["pairs"] == 3
     ctrl = mc.split_control(fam, splits=3)
     assert ctrl["within"].shape == (3,) and ctrl["across_lac"].shape == (2,)
+    # whole words by default; the prefixes come along from the same pass
+    assert fam["whole_words"] and np.all(fam["logits"] < fam["prefix_logits"])
+    prefix = mc.family(60, seed=5, steps=fam["steps"], whole_words=False)
+    np.testing.assert_array_equal(prefix["logits"], fam["prefix_logits"])
+
+
+def test_overshoot_steps_and_the_fallback_identity(small_family):
+    fam = small_family
+    o = mc.overshoot(fam, splits=4, seed=0)
+    assert o["coverage"]["aps"]["ye"].shape == (5, 3)
+    cal, y = fam["calibration"], fam["y"]
+    for j, z in enumerate(fam["logits"]):
+        p32 = cv.ye_softmax(z.astype(np.float32))
+        e = cv.evaluate(p32, y, cal, rule="ye", answers=z.argmax(1))
+        p = cv.softmax_logits(z)
+        tb = cv.evaluate(p, y, cal)
+        for s in cv.SCORES:                              # row 0 is the family's own split
+            assert o["coverage"][s]["ye"][0, j] == e[s]["coverage"]
+            assert o["coverage"][s]["textbook"][0, j] == tb[s]["coverage"]
+    for s in cv.SCORES:
+        # the fallback puts one option into each empty set: coverage rises by the share of
+        # empty sets whose top option is right, exactly, and no set stays empty
+        gain = o["coverage"][s]["ye"] - o["coverage"][s]["ye_no_fallback"]
+        np.testing.assert_allclose(gain, o["empty_top_right"][s], rtol=0, atol=1e-12)
+        assert np.all(o["empty"][s]["ye"] == 0)
+        assert np.all(o["empty_top_right"][s] <= o["empty"][s]["ye_no_fallback"])
+    assert np.all((o["tied_at_one"] >= 0) & (o["tied_at_one"] <= 1))
 
 
 def test_bad_arguments():
