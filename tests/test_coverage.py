@@ -461,3 +461,37 @@ def test_ye_rule_bad_inputs():
         cv.ye_softmax(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="p_cal"):
         cv.conformal_sets(p * 2, y, p, rule="ye")
+
+
+def test_paired_accuracy_by_hand():
+    # 10 questions: both right on 5, a only on 3, b only on 1, both wrong on 1
+    a = np.array([1, 1, 1, 1, 1, 1, 1, 1, 0, 0])
+    b = np.array([1, 1, 1, 1, 1, 0, 0, 0, 1, 0])
+    r = cv.paired_accuracy(a, b)
+    assert (r["n"], r["a_only"], r["b_only"]) == (10, 3, 1)
+    assert r["difference"] == pytest.approx(0.2)
+    # d = (0 x5, 1 x3, -1, 0): mean 0.2, mean of squares 0.4, variance 0.36, se 0.6/sqrt(10)
+    assert r["se"] == pytest.approx(0.6 / math.sqrt(10))
+    # exact McNemar: P(X <= 1) + P(X >= 3) for X ~ Binomial(4, 1/2) = (1 + 4 + 4 + 1) / 16
+    assert r["mcnemar_p"] == pytest.approx(10 / 16)
+    same = cv.paired_accuracy(a, a)
+    assert same["se"] == 0 and same["mcnemar_p"] == 1.0 and same["difference"] == 0
+    with pytest.raises(ValueError, match="correct_b"):
+        cv.paired_accuracy(a, np.full(10, 0.5))
+    with pytest.raises(ValueError, match="correct_a"):
+        cv.paired_accuracy(a[:9], b)
+
+
+def test_paired_se_is_the_spread_of_the_differences():
+    rng = np.random.default_rng(8)
+    a = rng.random(500) < 0.7
+    b = np.where(rng.random(500) < 0.8, a, ~a)          # mostly right on the same questions
+    r = cv.paired_accuracy(a, b)
+    d = a.astype(float) - b
+    assert r["se"] == pytest.approx(d.std() / math.sqrt(500))
+    unpaired = math.sqrt(a.mean() * (1 - a.mean()) / 500)
+    assert r["se"] < unpaired
+    k, m = r["a_only"], r["a_only"] + r["b_only"]
+    tail = sum(math.comb(m, j) for j in range(m + 1)
+               if math.comb(m, j) <= math.comb(m, k)) / 2 ** m
+    assert r["mcnemar_p"] == pytest.approx(tail)

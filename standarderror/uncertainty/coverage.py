@@ -440,6 +440,41 @@ def inversions(accuracy, size, *, list_limit: int = 10_000) -> dict:
     return {"count": int(count), "pairs": int(pairs), "which": which}
 
 
+def paired_accuracy(correct_a, correct_b) -> dict:
+    """Two models' accuracies on the same questions, compared question by question.
+
+    With :math:`d_i = a_i - b_i \\in \\{-1, 0, 1\\}` (1 = right), the difference of
+    accuracies is :math:`\\bar d` and its paired standard error is
+    :math:`\\sqrt{(\\overline{d^2} - \\bar d^{\\,2}) / n}`: only the questions on which the two
+    disagree contribute, so it is smaller than one accuracy's binomial standard error
+    whenever the two models tend to be right on the same questions. McNemar's exact test
+    asks whether the ``a_only`` questions (a right, b wrong) and the ``b_only`` questions are
+    equally likely: the two-sided binomial test of ``a_only`` out of ``a_only + b_only`` at
+    one half (``scipy.stats.binomtest``; p = 1 when the two never disagree).
+
+    Returns
+    -------
+    dict
+        ``n``, ``difference`` (accuracy of a minus accuracy of b), ``se`` (paired),
+        ``a_only``, ``b_only``, ``mcnemar_p``.
+    """
+    a = _checks.real(correct_a, "correct_a")
+    b = _checks.real(correct_b, "correct_b")
+    for name, v in (("correct_a", a), ("correct_b", b)):
+        if v.ndim != 1 or v.size == 0 or not np.all((v == 0) | (v == 1)):
+            raise ValueError(f"{name} must be a non-empty 1-D array of 0/1 (right/wrong) values")
+    _checks.same_length(correct_a=a, correct_b=b)
+    d = a.astype(np.int64) - b.astype(np.int64)
+    n = d.size
+    a_only, b_only = int((d == 1).sum()), int((d == -1).sum())
+    mean = d.mean()
+    se = math.sqrt(max((d.astype(float) ** 2).mean() - mean ** 2, 0.0) / n)
+    p = 1.0 if a_only + b_only == 0 else float(stats.binomtest(a_only, a_only + b_only,
+                                                               0.5).pvalue)
+    return {"n": int(n), "difference": float(mean), "se": se, "a_only": a_only,
+            "b_only": b_only, "mcnemar_p": p}
+
+
 def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
     """Row-wise :math:`\\mathrm{softmax}(z / T)`, computed in log space (float64).
 
