@@ -263,3 +263,46 @@ def test_script_rejects_bad_options():
         script.main(["--save-at", "a,b"])
     with pytest.raises(SystemExit):
         script.main(["--train-chars", "10"])  # shorter than one training window
+
+
+# ------------------------------------------------------------ the shift control of Episode 4
+
+
+def test_windows_are_the_windows_tiny_batches_draws():
+    stoi = {c: i for i, c in enumerate(tiny.vocabulary())}
+    x, y = tr.windows(tiny.split("test"), 3, 4, 7, block=64, stoi=stoi)
+    ref = list(tiny.batches("test", 3, 4, 7, stoi=stoi))
+    np.testing.assert_array_equal(x, np.concatenate([a.numpy() for a, _ in ref]))
+    np.testing.assert_array_equal(y, np.concatenate([b.numpy() for _, b in ref]))
+    with pytest.raises(ValueError, match="exceed"):
+        tr.windows("short text", 1, 1, 0, block=64, stoi=stoi)
+
+
+def test_training_remainder_is_the_unseen_rest_of_the_excerpt_play():
+    d = tiny.CHECKPOINT_DIR / "overfit"
+    info = tiny.card(d)
+    play = "".join(tiny.plays()[p] for p in info["corpus"]["train_plays"])
+    rest = tr.training_remainder(d)
+    n = info["corpus"]["train_chars"]
+    assert play == play[:n] + rest and len(rest) == len(play) - n > 0
+    # the excerpt the script trains on is the first n characters (one token per character)
+    stoi = {c: i for i, c in enumerate(info["vocabulary"])}
+    assert len(tiny.encode(play[:n], stoi)) == n
+    with pytest.raises(ValueError, match="not an excerpt run"):
+        tr.training_remainder(tiny.CHECKPOINT_DIR)
+
+
+def test_shift_control_measures_what_it_says():
+    d = tiny.CHECKPOINT_DIR / "overfit"
+    c = tr.shift_control(d, [400], seeds=[3], count=1, size=4)
+    info = tiny.card(d)
+    stoi = {ch: i for i, ch in enumerate(info["vocabulary"])}
+    net = tiny.load(400, directory=d)["model"]
+    for name, text in (("same play", tr.training_remainder(d)), ("test plays", tiny.split("test"))):
+        x, y = tr.windows(text, 1, 4, 3, block=64, stoi=stoi)
+        logp = tiny.log_probabilities(net, torch.from_numpy(x)).reshape(-1, len(stoi))
+        y = y.reshape(-1)
+        assert c[name]["temperature"][0, 0] == cb.fit_temperature(logp, y)
+        assert c[name]["loss"][0, 0] == pytest.approx(log_loss(y, np.exp(logp),
+                                                               labels=range(len(stoi))))
+        assert c[name]["temperature"].shape == (1, 1)

@@ -187,3 +187,100 @@ def turning_point(steps, losses) -> dict:
     i = int(np.argmin(v))
     return {"step": int(s[i]), "loss": float(v[i]), "last": float(v[-1]),
             "rise": float(v[-1] - v[i]), "turned": bool(i < v.size - 1), "index": i}
+
+
+# --------------------------------------------------------------------------------------
+# The control for an excerpt run: unseen text of the training play itself
+# --------------------------------------------------------------------------------------
+
+
+def training_remainder(directory: Path | str, *, trust_card: bool = False) -> str:
+    """The text of an excerpt run's training plays that the run never trained on.
+
+    ``scripts/train_tiny.py --train-plays ... --train-chars N`` trains on the first ``N``
+    characters of its plays (one token per character); this returns the characters after
+    them: the same play (or plays), unseen. Measured there, an excerpt run's calibration
+    changes by memorisation alone, without the shift to other plays that the test split
+    adds. Raises ``ValueError`` for a run that is not an excerpt run.
+    """
+    from standarderror.llm import tiny
+
+    info = tiny.verified_card(Path(directory), trust_card)
+    corpus = info.get("corpus", {})
+    names, limit = corpus.get("train_plays"), corpus.get("train_chars_limit")
+    if not names or limit is None:
+        raise ValueError(f"{directory} is not an excerpt run: its card names no train_plays "
+                         "and train_chars_limit; the remainder exists only for excerpt runs")
+    text = "".join(tiny.plays()[p] for p in names)
+    if corpus.get("train_chars") != min(int(limit), len(text)):
+        raise ValueError(f"{directory}: the card's train_chars {corpus.get('train_chars')} "
+                         f"does not match its plays' first {limit} characters")
+    rest = text[int(limit):]
+    if not rest:
+        raise ValueError(f"{directory}: the run trained on all of its plays; nothing is unseen")
+    return rest
+
+
+def windows(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
+    """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays,
+    drawn as :func:`standarderror.llm.tiny.batches` draws them from a split (a test checks
+    that the two agree on the test split)."""
+    from standarderror.llm import tiny
+
+    data = tiny.encode(text, stoi)
+    slots = (len(data) - 1) // (block + 1)
+    need = _checks.positive_int(count, "count") * _checks.positive_int(size, "size")
+    if need > slots:
+        raise ValueError(f"count * size = {need} windows exceed the {slots} the text holds")
+    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
+    rows = data[starts[:, None] + np.arange(block + 1)]
+    return rows[:, :-1], rows[:, 1:]
+
+
+def shift_control(directory: Path | str, steps, *, seeds=(0, 1), count: int = 10,
+                  size: int = 16, trust_card: bool = False) -> dict:
+    """An excerpt run's calibration on unseen text of its own play and on the test plays.
+
+    For each checkpoint in ``steps`` and each window seed in ``seeds``, the same number of
+    windows (``count * size``, 64 characters) is drawn from :func:`training_remainder`
+    (``"same play"``: memorisation, no shift of play) and from the test split (``"test
+    plays"``: memorisation and the shift to other plays), and the fitted temperature
+    (:func:`standarderror.uncertainty.calibration.fit_temperature`, one fit on every
+    prediction), the confidence gap and the loss are measured.
+
+    Returns
+    -------
+    dict
+        ``steps``, ``seeds``, and for ``"same play"`` and ``"test plays"``: ``temperature``,
+        ``gap``, ``loss``, each an array (seeds x steps); ``rows`` per draw.
+    """
+    import torch
+
+    from standarderror.llm import tiny
+
+    steps = [int(s) for s in steps]
+    seeds = [int(s) for s in seeds]
+    if not steps or not seeds:
+        raise ValueError("steps and seeds must be non-empty")
+    info = tiny.verified_card(Path(directory), trust_card)
+    stoi = {c: i for i, c in enumerate(info["vocabulary"])}
+    block = info["config"]["block"]
+    texts = {"same play": training_remainder(directory, trust_card=trust_card),
+             "test plays": tiny.split("test")}
+    draws = {(name, s): windows(t, count, size, s, block=block, stoi=stoi)
+             for name, t in texts.items() for s in seeds}
+    out = {name: {k: np.empty((len(seeds), len(steps))) for k in ("temperature", "gap", "loss")}
+           for name in texts}
+    for j, step in enumerate(steps):
+        net = tiny.load(step, directory=directory, trust_card=trust_card)["model"]
+        for (name, s), (x, y) in draws.items():
+            logp = tiny.log_probabilities(net, torch.from_numpy(x)).reshape(-1, len(stoi))
+            y_flat = y.reshape(-1)
+            rows = np.arange(y_flat.size)
+            pred = logp.argmax(axis=1)
+            i = seeds.index(s)
+            out[name]["temperature"][i, j] = cb.fit_temperature(logp, y_flat)
+            out[name]["gap"][i, j] = float(np.exp(logp[rows, pred]).mean()
+                                           - (pred == y_flat).mean())
+            out[name]["loss"][i, j] = float(-logp[rows, y_flat].mean())
+    return {"steps": steps, "seeds": seeds, **out}
