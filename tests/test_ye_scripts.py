@@ -383,3 +383,30 @@ def test_a_pickle_that_runs_a_command_is_refused(tmp_path, monkeypatch):
     f.write_bytes(pickle.dumps([{"id": 0, "logits_options": np.zeros(5, np.float32)}], protocol=4))
     with pytest.raises(SystemExit, match="float array of 6"):
         _ye.read_logits(f)
+
+
+def test_fallback_script(release):
+    """ye_fallback.py: the empty sets before the fallback, coverage without and with it."""
+    root, truth = release
+    r = subprocess.run([sys.executable, str(SCRIPTS / "ye_fallback.py"), str(root)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    for task in TASKS:
+        block = r.stdout.split(f"## {task}\n")[1].split("\n\n")[0].strip().splitlines()
+        lines = {line.split()[0]: [float(v) for v in line.split()[1:]] for line in block[1:]}
+        assert set(lines) == set(MODELS)
+        y = truth[task][_KEEP]
+        cal_idx, test_idx = _SPLIT
+        for model in MODELS:
+            runs = [_one_run(_logits(root, model, task, pr)[_KEEP], y, cal_idx, test_idx)
+                    for pr in PROMPTS]
+            lac_empty = np.mean([run["lac_empty"] for run in runs]) / len(test_idx)
+            aps_empty = np.mean([run["aps_empty"] for run in runs]) / len(test_idx)
+            aps_cov = np.mean([run["aps_cov"] for run in runs])
+            got = lines[model]
+            assert got[0] == float(f"{lac_empty:.4f}") and got[1] == float(f"{aps_empty:.4f}")
+            assert got[3] == float(f"{aps_cov:.4f}")
+            # the fallback adds an option to every empty set, so coverage rises by at most
+            # the share of empty sets, and never falls
+            assert got[3] - got[2] <= got[1] + 1e-4 and got[3] >= got[2]
+            assert 0 <= got[4] <= 1 and 0 <= got[5] <= 1
