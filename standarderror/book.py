@@ -171,8 +171,8 @@ def precision_problem(quoted: str, value: float) -> str | None:
     """Why ``quoted`` says too little about ``value`` to be a quote of it, or None.
 
     A quote must carry at least one significant digit of the value: its last digit's unit may
-    not exceed the value's leading digit's (``0`` for 0.49, ``1`` for 0.5466 and ``0.000`` for
-    0.0004 carry none). ``100%`` reads as *all*, so it quotes only a value of exactly 1. A quote
+    not exceed the leading digit's of the value rounded to one significant figure (``0`` for
+    0.49, ``1`` for 0.5466 and ``0.000`` for 0.0004 carry none; ``0.001`` for 0.000999 does). ``100%`` reads as *all*, so it quotes only a value of exactly 1. A quote
     equal to the value (an integer quantity, an exact zero) is always precise enough.
     """
     quote = parse_quote(quoted)
@@ -184,7 +184,9 @@ def precision_problem(quoted: str, value: float) -> str | None:
         return (f"quoted {quoted} reads as all, but the value is {value!r} (not exactly 1); "
                 "quote it with the digits that show it is not 100%")
     if v != 0:
-        lead = math.floor(math.log10(abs(v)))
+        # the leading place of the value rounded to one significant figure: 0.000999 leads
+        # at 0.001 (quoted 0.001, it keeps its digit), 0.5466 at 0.1
+        lead = math.floor(math.log10(abs(float(f"{v:.1g}"))))
         if quote.decimals < -lead:
             need = f"{v:.{max(-lead, 0)}f}" + ("%" if quote.percent else "")
             return (f"quoted {quoted} carries no significant digit of the value {value!r}; "

@@ -424,6 +424,7 @@ def test_settings_of_the_code_and_labels_are_accepted(phrase):
     # 1.1 and 0.1 are literals of the code: "prefer 1.1" passes this rule (a verdict must be
     # pinned or asserted by the page itself); 90% is the literal 0.9 as a percentage
     assert not declaration_problems([phrase], {2.0, 1.1, 0.1, 0.9})
+    assert not declaration_problems(["95% interval"], {0.05})   # 1 - alpha
 
 
 def test_book_wide_settings_have_no_code_so_only_labels_pass():
@@ -449,7 +450,7 @@ def test_a_quote_without_a_significant_digit_is_refused(quoted, value):
 
 @pytest.mark.parametrize("quoted, value", [
     ("0.5", 0.49), ("0.55", 0.5466), ("99.6%", 0.996), ("0.0004", 0.0004), ("0", 0),
-    ("100%", 1.0), ("24,576", 24576), ("3", 3), ("1.00", 0.996)])
+    ("100%", 1.0), ("24,576", 24576), ("3", 3), ("1.00", 0.996), ("0.001", 0.000999)])
 def test_quotes_with_a_significant_digit_pass(quoted, value):
     assert precision_problem(quoted, value) is None
 
@@ -509,6 +510,8 @@ Glued :pin:`0.225`\\% and :pin:`0.5`\\ 3 and -\\ :pin:`0.3`, but (:pin:`0.5`) is
     assert ("0.3", "bare", "boxes") in got                  # our column of a Quoted box
     assert ("388", "recorded", "") in got and ("155", "recorded", "") in got
     assert ("2", "bare", "") not in got                     # x_2: a small integer in maths
+    on_a_lecture = [f.why for f in scan(tree, [], executes=True) if f.kind == "box"]
+    assert sum("belongs on a page without code" in w for w in on_a_lecture) == 2
 
 
 # ------------------------------------------------------------------------------------------
@@ -625,3 +628,35 @@ def test_the_third_rounds_holes_fail_the_build(tmp_path):
     ]
     missing = [e for e in expected if e not in problems]
     assert not missing, (missing, problems[-6000:])
+
+
+def test_pending_rules_are_named_and_only_those_are_excused():
+    from types import SimpleNamespace
+
+    from standarderror.sphinxext import _pending
+
+    app = SimpleNamespace(config=SimpleNamespace(se_pending={"lectures/x": ["words"]}))
+    assert _pending(app, "lectures/x", "words")
+    assert not _pending(app, "lectures/x", "settings")
+    assert not _pending(app, "lectures/y", "words")
+    assert not _pending(app, "lectures/x", "")             # a plain bare number: never
+    bad = SimpleNamespace(config=SimpleNamespace(se_pending={"lectures/x": ["wrods"]}))
+    with pytest.raises(Exception, match="unknown rule"):
+        _pending(bad, "lectures/x", "wrods")
+
+
+def test_a_phrase_seen_only_in_maths_or_code_is_noted_as_declaring_nothing(tmp_path):
+    """(fast: a throwaway Sphinx read, nothing executed)"""
+    from standarderror.sphinxext.numbers import _read_pages
+
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    page = tmp_path / "page.md"
+    page.write_text(FRONT.replace('  - "ICML 2017"\n', '  - "ICML 2017"\n  - "n = 500"\n')
+                    + "# P\n\n```{code-cell} ipython3\nT = 2\nn = 500\n```\n\n"
+                    "In maths $T = 2$ and $n = 500$; in code `T = 2`; ICML 2017.\n")
+    (result,) = _read_pages([page], tmp_path).values()
+    # the 2 of $T = 2$ is not a checked number in maths, so "T = 2" declares nothing; the 500
+    # of $n = 500$ is checked there, and "n = 500" declares it
+    assert result["unused"] == ["T = 2"], result
+    assert [(f["number"], f["cls"]) for f in result["findings"]] == [
+        ("500", "declared"), ("2017", "declared")]

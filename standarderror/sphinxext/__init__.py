@@ -319,12 +319,15 @@ def _check_numbers(app, doctree):
     except ValueError:
         shown = str(path)
     client = _CLIENTS.pop(os.path.abspath(str(path)), None)
-    literals, typed = numbers.code_literals(_code_sources(client))
+    literals, _ = numbers.code_literals(_code_sources(client))
+    typed = {} if client is None else {
+        i: numbers.code_literals([c.get("source", "")])[1]
+        for i, c in enumerate(client.notebook.cells) if c.get("cell_type") == "code"}
     page_phrases, setting_problems = numbers.read_settings(path)
     refused = numbers.declaration_problems(page_phrases, literals)
     book = app.config[numbers.CONFIG_KEY] or []
     phrases = [str(p) for p in book] + page_phrases
-    findings = numbers.scan(doctree, phrases, typed)
+    findings = numbers.scan(doctree, phrases, typed, executes=bool(_code_sources(client)))
     record["numbers"] = [f.as_dict() for f in findings]
     record["setting_problems"] = setting_problems + refused
     used = {f.phrase for f in findings if f.phrase}

@@ -16,7 +16,8 @@ prose (Markdown or HTML an output displays, a print under a hidden input). Each 
 * ``quoted``: inside a box titled "Quoted ..." that names its source with a ``{cite}``; a table
   column of such a box that holds one of our pins is ours and checked as usual;
 * ``recorded``: inside a box titled "Record ..." whose title carries the date (YYYY-MM-DD) and
-  the machine: numbers of one machine as measured once, shown outside the checked claims;
+  the machine, on a page without code: numbers of one machine as measured once (timings),
+  shown outside the checked claims;
 * ``computed``: a number of a code output that the page's code did not type (it is computed in
   this build; a number the code typed into a string or a display call is checked as prose);
 * ``bare``: anything else, and: a measured number in words ("two minutes", "a quarter of an
@@ -312,8 +313,9 @@ def declaration_problems(phrases: list[str], literals: set[float] | None) -> lis
 
     A setting phrase must hold words as well as its number (a bare number would declare every
     occurrence of it on the page), and each of its numbers must be a literal of the page's own
-    code (``literals``; ``None`` for book-wide settings, which have no code) or a label: a
-    year, a date, or a number after a label word (episode, figure, table, theorem, row, ...).
+    code (``literals``; ``None`` for book-wide settings, which have no code; a percentage p%
+    matches a literal p/100 or 1 - p/100, the coverage of a level alpha) or a label: a year, a
+    date, or a number after a label word (episode, figure, table, theorem, row, ...).
     A measured value cannot be declared: pin it.
     """
     problems = []
@@ -335,7 +337,9 @@ def declaration_problems(phrases: list[str], literals: set[float] | None) -> lis
                 continue
             value = _number_value(t.text)
             ok = value is not None and literals is not None and (
-                value in literals or ("%" in t.text and round(value / 100, 12) in literals))
+                value in literals or ("%" in t.text and (
+                    round(value / 100, 12) in literals            # 90% for 0.9
+                    or round(1 - value / 100, 12) in literals)))  # 90% for alpha = 0.1
             if not ok:
                 where = ("a literal of the page's code" if literals is not None
                          else "a label (book-wide settings have no code)")
@@ -513,11 +517,18 @@ def _is_output(node) -> bool:
         "cell_code_output", "mime_bundle")
 
 
+def _is_cell(node) -> bool:
+    return isinstance(node, nodes.container) and node.get("nb_element") == "cell_code"
+
+
 def _hides_input(node) -> bool:
-    """A code cell whose source the reader does not see: its printed output reads as prose."""
-    classes = node.get("classes", []) if isinstance(node, nodes.Element) else []
-    return isinstance(node, nodes.container) and node.get("nb_element") == "cell_code" and (
-        "tag_remove-input" in classes or "tag_hide-input" in classes)
+    """A code cell whose source the reader does not see (removed, or hidden behind a toggle):
+    its printed output reads as prose."""
+    if not _is_cell(node):
+        return False
+    shown = any(isinstance(c, nodes.Element) and c.get("nb_element") == "cell_code_source"
+                for c in node.children)
+    return not shown or node.get("hide_mode") in ("all", "input", "input+output")
 
 
 #: The rules of the third round of the check (issue 24), by name; a page may be listed under
@@ -642,9 +653,11 @@ _GLUED_BEFORE_PIN = re.compile(r"(?:[\d.+\-\u2212" + SUPERSCRIPTS + FRACTIONS + 
 
 
 class _Scanner:
-    def __init__(self, phrases, typed):
+    def __init__(self, phrases, typed, executes=False):
+        self.executes = executes
         self.phrases = phrases
-        self.typed = typed or set()
+        self.by_cell = typed if isinstance(typed, dict) else None
+        self.typed = set() if isinstance(typed, dict) else (typed or set())
         self.findings: list[Finding] = []
         self.display = False   # inside display maths
 
@@ -758,6 +771,10 @@ class _Scanner:
             if isinstance(child, nodes.TextElement):
                 kind = "caption" if isinstance(child, (nodes.caption, nodes.legend)) else "prose"
                 self.text_units(child, kind)
+            elif _is_cell(child) and self.by_cell is not None:
+                self.typed = self.by_cell.get(child.get("cell_index"), set())
+                self.visit(child, False, hidden or _hides_input(child))
+                self.typed = set()
             else:
                 self.visit(child, False, hidden or _hides_input(child))
 
@@ -794,6 +811,10 @@ class _Scanner:
         # a box titled "Record ...": a machine's numbers as measured once, with the date (and
         # machine) in the title; shown as a record, outside the checked claims
         title = " ".join(_box_title(box).split())
+        if self.executes:
+            self.add("", _line_of(box), "box", "bare", title,
+                     "a page that executes code measures its numbers in the build: a "
+                     "\"Record ...\" box belongs on a page without code", "boxes")
         if not _ISO_DATE.search(title):
             self.add("", _line_of(box), "box", "bare", title,
                      "a box titled \"Record ...\" must carry the date of the record "
@@ -806,14 +827,17 @@ class _Scanner:
                 f.rule = ""
 
 
-def scan(doctree, phrases: list[str], typed: set[float] | None = None) -> list[Finding]:
+def scan(doctree, phrases: list[str], typed: set[float] | None = None,
+         executes: bool = False) -> list[Finding]:
     """Every number token a reader sees on the page, classed (see :class:`Finding`).
 
-    ``typed``: the numbers the page's code typed for display (:func:`code_literals`); a number
-    of a Markdown/HTML output, or of a print under a hidden input, is checked like prose when
-    it is one of them, and counted as computed otherwise.
+    ``typed``: the numbers the page's code typed for display (:func:`code_literals`), a set or,
+    per code cell, a dict {cell index: set}; a number of a Markdown/HTML output, or of a print
+    under a hidden input, is checked like prose when its cell typed it, and counted as
+    computed otherwise. ``executes``: the page has code (a
+    Record box is refused there: such a page measures its numbers in the build).
     """
-    scanner = _Scanner(phrases, typed)
+    scanner = _Scanner(phrases, typed, executes)
     scanner.visit(doctree)
     return scanner.findings
 
