@@ -425,6 +425,8 @@ def test_settings_of_the_code_and_labels_are_accepted(phrase):
     # pinned or asserted by the page itself); 90% is the literal 0.9 as a percentage
     assert not declaration_problems([phrase], {2.0, 1.1, 0.1, 0.9})
     assert not declaration_problems(["95% interval"], {0.05})   # 1 - alpha
+    assert not declaration_problems(["positions 8 to 31"], {8.0, 32.0})   # a range's end
+    assert declaration_problems(["positions 9 to 31"], {8.0, 32.0})
 
 
 def test_book_wide_settings_have_no_code_so_only_labels_pass():

@@ -340,6 +340,12 @@ def declaration_problems(phrases: list[str], literals: set[float] | None) -> lis
                 value in literals or ("%" in t.text and (
                     round(value / 100, 12) in literals            # 90% for 0.9
                     or round(1 - value / 100, 12) in literals)))  # 90% for alpha = 0.1
+            if not ok and value is not None and literals is not None and value + 1 in literals:
+                # the inclusive end of a range of the code, "positions 8 to 31" for edges
+                # (8, 32): the number after a literal and "to" or a dash, one below a literal
+                before = phrase[:t.start]
+                start = re.search(r"([\d.,]+)\s*(?:to|-|\u2013)\s*\Z", before)
+                ok = start is not None and _number_value(start.group(1)) in literals
             if not ok:
                 where = ("a literal of the page's code" if literals is not None
                          else "a label (book-wide settings have no code)")
