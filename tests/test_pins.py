@@ -426,6 +426,7 @@ def test_settings_of_the_code_and_labels_are_accepted(phrase):
     assert not declaration_problems([phrase], {2.0, 1.1, 0.1, 0.9})
     assert not declaration_problems(["95% interval"], {0.05})   # 1 - alpha
     assert not declaration_problems(["positions 8 to 31"], {8.0, 32.0})   # a range's end
+    assert not declaration_problems(["32 to 63"], {31.5, 63.5})          # half-step edges
     assert declaration_problems(["positions 9 to 31"], {8.0, 32.0})
 
 
@@ -439,7 +440,7 @@ def test_code_literals_and_the_numbers_code_types_for_display():
         "T = 2\ngrid = [0.5, -1.25]\nx = f(3)\n%matplotlib inline",
         "display(Markdown('LAC reaches 90%'))\nprint(f'{0.93}')\nacc = model(7)"])
     assert literals == {2.0, 0.5, 1.25, 3.0, 0.93, 7.0}
-    assert typed == {90.0, 0.93}         # typed into text, or a literal given to a display
+    assert typed == {"90%", "0.93"}      # typed into text, or a literal given to a display
 
 
 @pytest.mark.parametrize("quoted, value", [

@@ -308,6 +308,27 @@ def _is_label(phrase: str, tok: Token) -> bool:
     return _LABEL_BEFORE.search(phrase[:tok.start]) is not None
 
 
+_RANGE_AFTER = re.compile(r"\s*(?:to|-|\u2013)\s*([\d.,]+)")
+_RANGE_BEFORE = re.compile(r"([\d.,]+)\s*(?:to|-|\u2013)\s*\Z")
+
+
+def _range_end_ok(phrase: str, tok: Token, value: float, literals: set[float]) -> bool:
+    """An end of a range of whole numbers whose edges are literals of the code: "positions 8
+    to 31" for edges (8, 32) or (7.5, 31.5). The start may be half a step above an edge, the
+    end half or one step below one, and the other end of the range must hold too."""
+    after = _RANGE_AFTER.match(phrase, tok.end)
+    before = _RANGE_BEFORE.search(phrase[:tok.start])
+    if after:        # tok starts a range
+        end = _number_value(after.group(1))
+        return (value in literals or value - 0.5 in literals) and end is not None and (
+            end in literals or end + 0.5 in literals or end + 1 in literals)
+    if before:       # tok ends a range
+        start = _number_value(before.group(1))
+        return (value + 0.5 in literals or value + 1 in literals) and start is not None and (
+            start in literals or start - 0.5 in literals)
+    return False
+
+
 def declaration_problems(phrases: list[str], literals: set[float] | None) -> list[str]:
     """Why each refused declaration cannot declare a setting (empty if all are accepted).
 
@@ -340,12 +361,8 @@ def declaration_problems(phrases: list[str], literals: set[float] | None) -> lis
                 value in literals or ("%" in t.text and (
                     round(value / 100, 12) in literals            # 90% for 0.9
                     or round(1 - value / 100, 12) in literals)))  # 90% for alpha = 0.1
-            if not ok and value is not None and literals is not None and value + 1 in literals:
-                # the inclusive end of a range of the code, "positions 8 to 31" for edges
-                # (8, 32): the number after a literal and "to" or a dash, one below a literal
-                before = phrase[:t.start]
-                start = re.search(r"([\d.,]+)\s*(?:to|-|\u2013)\s*\Z", before)
-                ok = start is not None and _number_value(start.group(1)) in literals
+            if not ok and value is not None and literals is not None:
+                ok = _range_end_ok(phrase, t, value, literals)
             if not ok:
                 where = ("a literal of the page's code" if literals is not None
                          else "a label (book-wide settings have no code)")
@@ -357,11 +374,17 @@ def declaration_problems(phrases: list[str], literals: set[float] | None) -> lis
     return problems
 
 
-def code_literals(sources: list[str]) -> tuple[set[float], set[float]]:
+def _typed_form(text: str) -> str:
+    """A number as typed, for comparing an output's token with the code's: no sign, no
+    thousands commas ("90%", "0.93", "3" and "3.0" stay distinct)."""
+    return text.strip(_SIGN).replace(",", "")
+
+
+def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
     """The numeric literals of a page's code cells, and the numbers it types for display.
 
-    The second set holds the numbers inside string literals and the numeric literals inside
-    a display call (``Markdown``, ``HTML``, ``print``, ``display``, ``DataFrame`` ...): a
+    The second set holds, as typed (:func:`_typed_form`), the numbers inside string literals
+    and the numeric literals inside a display call (``Markdown``, ``HTML``, ``print``, ``display``, ``DataFrame`` ...): a
     number of a prose-like output that is one of them was typed, not computed.
     """
     import ast
@@ -382,8 +405,7 @@ def code_literals(sources: list[str]) -> tuple[set[float], set[float]]:
                     and not isinstance(node.value, bool):
                 literals.add(abs(float(node.value)))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                typed.update(v for v in (_number_value(t.text) for t in tokens(node.value))
-                             if v is not None)
+                typed.update(_typed_form(t.text) for t in tokens(node.value))
             elif isinstance(node, ast.Call):
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
@@ -391,7 +413,7 @@ def code_literals(sources: list[str]) -> tuple[set[float], set[float]]:
                     for sub in ast.walk(node):
                         if isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float)) \
                                 and not isinstance(sub.value, bool):
-                            typed.add(abs(float(sub.value)))
+                            typed.add(_typed_form(repr(abs(sub.value))))
     return literals, typed
 
 
@@ -706,7 +728,7 @@ class _Scanner:
                 cls = "pinned"
             else:
                 phrase = next((p for a, b, p in spans if a <= tok.start and tok.end <= b), "")
-                if kind == "output" and _number_value(tok.text) not in self.typed:
+                if kind == "output" and _typed_form(tok.text) not in self.typed:
                     cls = "computed"   # computed by the code, not typed into it
                 else:
                     cls = "declared" if phrase else "bare"
