@@ -31,7 +31,20 @@ NONCE_ENV = "STANDARDERROR_BUILD_NONCE"
 PIN_METADATA = "standarderror"
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-_PINNED: dict[str, int] = {}  # name -> times pinned in this kernel
+
+
+def _pinned_counts(shell) -> dict:
+    """name -> times pinned in this kernel; kept on the IPython shell, not in this module, so
+    that ``importlib.reload`` of this module does not reset it (the build also counts, from
+    the notebook's outputs: see :mod:`standarderror.sphinxext`)."""
+    counts = getattr(shell, "_standarderror_pinned", None)
+    if not isinstance(counts, dict):
+        counts = {}
+        try:
+            shell._standarderror_pinned = counts
+        except AttributeError:  # pragma: no cover - a shell without attributes
+            pass
+    return counts
 
 
 def pin(name: str | None = None, value=None, /, **named) -> None:
@@ -64,14 +77,16 @@ def pin(name: str | None = None, value=None, /, **named) -> None:
         from IPython.display import display
     except ImportError:  # plain Python: nothing to record into
         return None
-    if get_ipython() is None:
+    shell = get_ipython()
+    if shell is None:
         return None
-    _PINNED[name] = _PINNED.get(name, 0) + 1
+    counts = _pinned_counts(shell)
+    counts[name] = counts.get(name, 0) + 1
     display(
         {GLUE_PREFIX + "text/plain": repr(number)},
         raw=True,
         metadata={"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX},
-                  PIN_METADATA: {"nonce": os.environ.get(NONCE_ENV, ""), "count": _PINNED[name]}},
+                  PIN_METADATA: {"nonce": os.environ.get(NONCE_ENV, ""), "count": counts[name]}},
     )
     return None
 
@@ -150,6 +165,33 @@ def check_quote(quoted: str, value: float) -> tuple[bool, str]:
     quote = parse_quote(quoted)
     rendered = render(value, quote)
     return rendered == quote.text, rendered
+
+
+def precision_problem(quoted: str, value: float) -> str | None:
+    """Why ``quoted`` says too little about ``value`` to be a quote of it, or None.
+
+    A quote must carry at least one significant digit of the value: its last digit's unit may
+    not exceed the leading digit's of the value rounded to one significant figure (``0`` for
+    0.49, ``1`` for 0.5466 and ``0.000`` for 0.0004 carry none; ``0.001`` for 0.000999 does). ``100%`` reads as *all*, so it quotes only a value of exactly 1. A quote
+    equal to the value (an integer quantity, an exact zero) is always precise enough.
+    """
+    quote = parse_quote(quoted)
+    v = float(value) * (100 if quote.percent else 1)
+    q = float(quote.text.replace(",", "").replace("%", ""))
+    if q == v:
+        return None
+    if quote.percent and abs(q) == 100:
+        return (f"quoted {quoted} reads as all, but the value is {value!r} (not exactly 1); "
+                "quote it with the digits that show it is not 100%")
+    if v != 0:
+        # the leading place of the value rounded to one significant figure: 0.000999 leads
+        # at 0.001 (quoted 0.001, it keeps its digit), 0.5466 at 0.1
+        lead = math.floor(math.log10(abs(float(f"{v:.1g}"))))
+        if quote.decimals < -lead:
+            need = f"{v:.{max(-lead, 0)}f}" + ("%" if quote.percent else "")
+            return (f"quoted {quoted} carries no significant digit of the value {value!r}; "
+                    f"quote at least its first significant digit (e.g. {need})")
+    return None
 
 
 # ------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Lecture code writes files only under a temporary directory it creates itself.
+"""Lecture code writes files only under a temporary directory it creates itself, and reads
+only the package, its data and what it wrote there itself.
 
 A static check (no execution): the code cells of every notebook page in ``_toc.yml`` are read
 with jupytext and parsed; every call that writes a file (``savefig``, ``open(..., "w"/"a"/"x")``,
@@ -8,6 +9,13 @@ write to a path rooted in a directory the page made with :mod:`tempfile`
 (``tempfile.TemporaryDirectory()``, ``mkdtemp()``, ``NamedTemporaryFile()``, ...). A write to a
 literal path, such as ``fig.savefig("/tmp/x.png")`` left over from debugging, is flagged;
 writes into an in-memory buffer (``io.BytesIO``) are not file writes.
+
+Reads (``open(path)`` to read, ``read_text``, ``np.load``, ``pd.read_csv``, ``torch.load``,
+``safetensors`` loads, ``from_pretrained``, directory listings, ...) must take their path from
+a temporary directory the page made (what it wrote itself in this execution) or from the
+package (a name imported from ``standarderror``, or ``importlib.resources``): a value read
+from an earlier run's file (a cache in the working directory, ``/tmp``, ``~/.cache``) would be
+pinned with a fresh nonce, so it is flagged.
 """
 
 from __future__ import annotations
@@ -184,6 +192,156 @@ def test_reads_buffers_and_temporary_directories_pass(snippet):
     assert not file_writes_outside_temp(snippet)
 
 
+# function / method name -> which argument is the path it reads: ("arg", i, keyword) or ("self",)
+_READERS = {
+    "read_text": ("self",), "read_bytes": ("self",), "iterdir": ("self",),
+    "glob": ("arg", 0, "pathname"), "rglob": ("self",), "iglob": ("arg", 0, "pathname"),
+    "listdir": ("arg", 0, "path"), "scandir": ("arg", 0, "path"), "walk": ("arg", 0, "top"),
+    "load": ("arg", 0, "file"),            # np.load(path), torch.load(path), joblib.load(path)
+    "loadtxt": ("arg", 0, "fname"), "genfromtxt": ("arg", 0, "fname"),
+    "fromfile": ("arg", 0, "file"), "memmap": ("arg", 0, "filename"),
+    "read_csv": ("arg", 0, "filepath_or_buffer"), "read_table": ("arg", 0, "filepath_or_buffer"),
+    "read_json": ("arg", 0, "path_or_buf"), "read_parquet": ("arg", 0, "path"),
+    "read_pickle": ("arg", 0, "filepath_or_buffer"), "read_excel": ("arg", 0, "io"),
+    "read_feather": ("arg", 0, "path"),
+    "load_file": ("arg", 0, "filename"), "safe_open": ("arg", 0, "filename"),
+    "imread": ("arg", 0, "fname"), "from_pretrained": ("arg", 0, "pretrained_model_name_or_path"),
+    "HFModel": ("arg", 0, "name"), "connect": ("arg", 0, "database"),
+    "File": ("arg", 0, "name"),            # h5py.File
+}
+
+
+def _package_names(tree) -> set[str]:
+    """Names bound to the package (imported from standarderror) or to importlib.resources."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module.split(".")[0] == "standarderror"
+                or node.module.startswith("importlib")):
+            out |= {a.asname or a.name for a in node.names}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "standarderror" or a.name.startswith("importlib"):
+                    out.add((a.asname or a.name).split(".")[0])
+    return out
+
+
+def _derived(tree, roots: set[str]) -> set[str]:
+    """``roots`` and every name bound from an expression that uses one of them."""
+    bindings = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            bindings.append((set().union(*(_names(t) for t in node.targets)), node.value))
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None:
+            bindings.append((_names(node.target), node.value))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    bindings.append((_names(item.optional_vars), item.context_expr))
+        elif isinstance(node, (ast.For, ast.comprehension)):
+            bindings.append((_names(node.target), node.iter))
+    out = set(roots)
+    changed = True
+    while changed:
+        changed = False
+        for targets, value in bindings:
+            if targets - out and _names(value) & out:
+                out |= targets
+                changed = True
+    return out
+
+
+def _reads_mode(node: ast.Call, index: int) -> bool:
+    mode = node.args[index] if len(node.args) > index else next(
+        (k.value for k in node.keywords if k.arg == "mode"), None)
+    if mode is None:
+        return True
+    return not (isinstance(mode, ast.Constant) and isinstance(mode.value, str)
+                and set(mode.value) & set("wax"))
+
+
+def file_reads_outside(source: str) -> list[str]:
+    """Each call in ``source`` that reads a file neither from the package nor from a
+    temporary directory the code made itself."""
+    tree = ast.parse(source)
+    packaged = _package_names(tree)
+    allowed = _derived(tree, _temp_names(tree) | packaged)
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = _callee(node)
+        path, reads = None, False
+        if name == "open" and isinstance(node.func, ast.Name):          # open(path)
+            reads, path = _reads_mode(node, 1), (node.args[0] if node.args else None)
+        elif name == "open" and isinstance(node.func, ast.Attribute):   # Path(...).open()
+            base = node.func.value
+            if isinstance(base, ast.Name) and base.id in ("Image", "shelve"):
+                reads, path = True, node.args[0] if node.args else None  # Image.open(path)
+            else:
+                reads, path = _reads_mode(node, 0), base
+        elif name in _READERS:
+            how = _READERS[name]
+            reads = True
+            if how[0] == "self":
+                path = node.func.value if isinstance(node.func, ast.Attribute) else None
+            else:
+                _, i, kw = how
+                path = node.args[i] if len(node.args) > i else next(
+                    (k.value for k in node.keywords if k.arg == kw), None)
+                if name == "load" and path is not None and not isinstance(
+                        node.func, ast.Attribute):
+                    reads = False       # a bare load(...) is the page's own function
+                if name in ("load", "connect", "File") and isinstance(path, ast.Call) \
+                        and _callee(path) == "open":
+                    reads = False       # json.load(open(p)): the open() is checked itself
+        if not reads or path is None:
+            continue
+        if isinstance(node.func, ast.Attribute) and _names(node.func.value) & packaged:
+            continue                    # the package's own loader (tiny.load verifies hashes)
+        if isinstance(path, ast.Call) and _callee(path) in ("BytesIO", "StringIO"):
+            continue                    # an in-memory buffer
+        if _names(path) & allowed or _makes_temp(path):
+            continue
+        if isinstance(path, ast.Name) and name == "load" and path.id in (
+                "f", "fh", "fp", "buf", "buffer", "stream"):
+            continue                    # json.load(f) of a file opened (and checked) above
+        found.append(f"line {node.lineno}: {ast.unparse(node)[:100]}")
+    return found
+
+
+@pytest.mark.parametrize("snippet", [
+    'acc = float(open("cache/acc.txt").read())',
+    'import numpy as np\nlogits = np.load("/tmp/logits.npy")',
+    'from pathlib import Path\nold = Path.home() / ".cache" / "x.json"\nv = old.read_text()',
+    'import os\ncache = os.environ["CACHE"]\nwith open(cache, "rb") as f:\n    pass',
+    'import tempfile\nold = Path(tempfile.gettempdir()) / "run.npy"\na = np.load(old)',
+    'import pandas as pd\ndf = pd.read_csv("results.csv")',
+    'import torch\nstate = torch.load("model.pt")',
+    'from transformers import AutoModel\nm = AutoModel.from_pretrained("gpt2")',
+    'import glob\nfiles = glob.glob("runs/*.json")',
+])
+def test_reads_of_earlier_runs_files_are_flagged(snippet):
+    assert file_reads_outside(snippet)
+
+
+@pytest.mark.parametrize("snippet", [
+    'import tempfile\nwork = tempfile.TemporaryDirectory()\n'
+    'out = f"{work.name}/x.json"\nopen(out, "w").write("1")\nv = open(out).read()',
+    'import tempfile, numpy as np\nwith tempfile.TemporaryDirectory() as d:\n'
+    '    np.save(d + "/a.npy", [1])\n    a = np.load(d + "/a.npy")',
+    'from standarderror.llm import tiny\ncard = open(tiny.CARD).read()',
+    'from importlib import resources\n'
+    'text = (resources.files("standarderror") / "data.txt").read_text()',
+    'import io\nbuf = io.BytesIO()\nimg = plt.imread(io.BytesIO(b""))',
+    'def load(n):\n    return n\nx = load(3)',
+    'open("out.txt", "w")',            # a write: the writes check flags it, not this one
+    'from standarderror.llm import tiny\nm = tiny.load(400, directory=tiny.OVERFIT)',
+])
+def test_reads_of_the_package_and_of_own_temporary_files_pass(snippet):
+    assert not file_reads_outside(snippet)
+
+
 def test_there_are_notebook_pages():
     assert len(notebook_pages()) >= 5
 
@@ -193,3 +351,10 @@ def test_lecture_code_writes_only_under_a_temporary_directory(page):
     found = file_writes_outside_temp(code_of(page))
     assert not found, (f"{page} writes files outside a temporary directory it creates "
                        f"(tempfile): {found}")
+
+
+@pytest.mark.parametrize("page", notebook_pages())
+def test_lecture_code_reads_only_the_package_and_what_it_wrote(page):
+    found = file_reads_outside(code_of(page))
+    assert not found, (f"{page} reads files that are neither the package's nor written by "
+                       f"the page itself in a temporary directory: {found}")

@@ -1,9 +1,13 @@
 """Pins and numbers: a quote is checked against the computed value at the precision written;
 every number a reader sees is pinned or declared; and each kind of problem (drifted, unknown,
 unquoted, malformed, duplicated, glue-only, stale or cross-page pin; a bare number in prose, a
-caption or alt text) fails the real `jupyter-book build` without -W."""
+caption or alt text) fails the real `jupyter-book build` without -W. The third round (issue 24):
+an incremental build re-executes every page; stale outputs, error outputs, refused
+declarations, numbers in words or in unseen forms, imprecise or glued quotes and unsourced
+Quoted boxes each fail it too."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from standarderror.book import check_quote, parse_quote, pin, render
-from standarderror.sphinxext.numbers import counts, phrase_spans, scan, tokens
+from standarderror.book import check_quote, parse_quote, pin, precision_problem, render
+from standarderror.sphinxext.numbers import (code_literals, counts, declaration_problems,
+                                             phrase_spans, scan, tokens, word_numbers)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,22 +124,26 @@ cell   9
 """)
     found = {(f.number, f.kind) for f in scan(tree, ["Title 1"])}
     assert found == {("1", "prose"), ("0.25", "prose"), ("0.75", "math"), ("7", "prose"),
-                     ("8", "prose"), ("9", "prose"), ("10", "alt"), ("11", "caption")}
+                     ("8", "prose"), ("9", "prose"), ("10", "alt"), ("11", "caption"),
+                     ("0.125", "math")}                            # display maths too
     c = counts(scan(tree, ["Title 1"]))
-    assert c == {"found": 8, "pinned": 0, "declared": 1, "quoted": 0, "bare": 7}
+    assert c == {"found": 9, "pinned": 0, "declared": 1, "quoted": 0, "recorded": 0,
+                 "computed": 0, "bare": 8}
 
 
 def test_a_box_titled_quoted_holds_another_works_numbers_and_only_that_box():
     tree = _doctree("""
 .. admonition:: Quoted from the published episode
 
-   They measured 22.5% and 0.4.
+   They measured 22.5% and 0.4 [Guo2017]_.
 
 .. admonition:: Not quoted
 
    We measured 0.3.
 
 After the box, 0.6.
+
+.. [Guo2017] Guo et al., ICML.
 """)
     found = {(f.number, f.cls) for f in scan(tree, [])}
     assert found == {("22.5%", "quoted"), ("0.4", "quoted"), ("0.3", "bare"), ("0.6", "bare")}
@@ -168,8 +177,10 @@ PAGE = FRONT + """
 # A page
 
 ```{code-cell} ipython3
+import os
 from standarderror.book import pin
-pin(share=0.2254, count=24576)
+temperatures = (1, 2)
+pin(share=float(os.environ.get("SE_TEST_VALUE", "0.2254")), count=24576)
 pin("gap", -0.00012)
 ```
 
@@ -215,7 +226,7 @@ def stale_notebook(value: float) -> str:
 
 def build(tmp_path, *, share="22.5%", alt="A flat line; the grid stops at T = 2.",
           caption="The share, {pin}`share=22.5%`, at T = 2.", extra="", syllabus_share="22.5%",
-          syllabus_extra="", stale=False, strict=True):
+          syllabus_extra="", stale=False, strict=True, pages=None):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
     (book / "lectures").mkdir()
@@ -231,10 +242,19 @@ def build(tmp_path, *, share="22.5%", alt="A flat line; the grid stops at T = 2.
     if stale:
         (book / "lectures" / "stale.ipynb").write_text(stale_notebook(0.5))
         toc += "  - file: lectures/stale\n"
+    for name, text in (pages or {}).items():
+        (book / "lectures" / name).write_text(text)
+        toc += f"  - file: lectures/{name.rsplit('.', 1)[0]}\n"
     (book / "_toc.yml").write_text(toc)
+    return jupyter_book(book, strict=strict)
+
+
+def jupyter_book(book, *, strict=True, every=True, env=None):
     jb = Path(sys.executable).with_name("jupyter-book")
-    args = [str(jb), "build", str(book), "--all"] + (["-W", "--keep-going"] if strict else [])
-    return subprocess.run(args, capture_output=True, text=True, timeout=600)
+    args = [str(jb), "build", str(book)] + (["--all"] if every else []) + (
+        ["-W", "--keep-going"] if strict else [])
+    full = None if env is None else {**os.environ, **env}
+    return subprocess.run(args, capture_output=True, text=True, timeout=600, env=full)
 
 
 @pytest.mark.slow
@@ -248,6 +268,12 @@ def test_pinned_declared_and_cross_page_quotes_build(tmp_path):
     assert "The share, <span class=\"pin\">22.5%</span>, at T = 2." in html   # the caption
     syllabus = (tmp_path / "book" / "_build" / "html" / "book" / "syllabus.html").read_text()
     assert '<span class="pin">24,576</span>' in syllabus
+    # Hole 1: the package (here: an environment variable the code reads) changes and the book
+    # is built again the plain way, without --all. Sphinx sees no changed source; the check
+    # makes it read, and so execute, every page again, and the drift fails the build.
+    r = jupyter_book(tmp_path / "book", strict=False, every=False, env={"SE_TEST_VALUE": "0.31"})
+    assert r.returncode != 0, r.stdout[-3000:]
+    assert "quantity 'share': quoted 22.5%, computed 31.0%" in _problems(r)
 
 
 def _problems(r) -> str:
@@ -320,7 +346,8 @@ def test_the_command_line_lists_a_pages_bare_numbers(tmp_path):
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "0.9 (alt)" in r.stdout and "0.7 (prose)" in r.stdout
-    assert "lectures/page.md: 9 numbers: 4 pinned, 3 declared, 0 quoted, 2 bare" in r.stdout, r.stdout
+    assert ("lectures/page.md: 9 numbers: 4 pinned, 3 declared, 0 quoted, 0 recorded, 0 computed, "
+            "2 bare; 2 settings, 0 refused") in r.stdout, r.stdout
 
 
 def test_the_template_has_no_bare_number():
@@ -354,3 +381,285 @@ def test_api_docstrings_are_skipped_and_table_rows_have_their_lines(tmp_path):
                     "   :members: check_quote\n```\n\n| a | b |\n|---|---|\n| x | 0.5 |\n")
     (result,) = _read_pages([page], tmp_path).values()
     assert [(f["number"], f["line"]) for f in result["findings"]] == [("0.5", 10)]
+
+
+# ------------------------------------------------------------------------------------------
+# Third round (issue 24), fast: the rules themselves
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, found", [
+    ("0.8M parameters, 388s, 24.6k tokens, 14GB, a 3.5mm gap", ["0.8M", "388s", "24.6k",
+                                                                  "14GB", "3.5mm"]),
+    ("a score of .66 (or .5)", [".66", ".5"]),
+    ("10⁻³ and ½ and 1½ and ² alone", ["10⁻³", "½", "1½", "²"]),
+    ("R² and x² and 2D, 1st, float32, e.g. v1.2", []),   # exponents of symbols, names
+])
+def test_number_tokens_glued_units_leading_dots_superscripts_fractions(text, found):
+    assert [t.text for t in tokens(text)] == found
+
+
+@pytest.mark.parametrize("text, flagged", [
+    ("thousands of times the tolerance", ["thousands of times the"]),
+    ("we fit it forty times, each on a random half", []),        # a count of repeats
+    ("it takes a quarter of an hour", ["quarter of an hour"]),
+    ("about two minutes on a laptop", ["two minutes"]),
+    ("a band a few hundredths wide", ["hundredths"]),
+    ("twice as large", ["twice as large"]),
+    ("two seeds, one model, three temperatures and a few checkpoints", []),
+])
+def test_measured_numbers_in_words_are_found(text, flagged):
+    assert [t.text for t in word_numbers(text)] == flagged
+
+
+@pytest.mark.parametrize("phrase", ["0.9", "384", "2,000", "90%", "388 s", "about 0.55",
+                                    "step 200", "prefer 1.3"])
+def test_declarations_that_could_carry_a_measurement_are_refused(phrase):
+    assert declaration_problems([phrase], {2.0, 1.1, 0.1})
+
+
+@pytest.mark.parametrize("phrase", ["T = 2", "prefer 1.1", "alpha = 0.1", "90% coverage",
+                                    "Episode 5", "rows 3 and 9", "Table 1", "ICML 2017",
+                                    "measured 2026-11-30"])
+def test_settings_of_the_code_and_labels_are_accepted(phrase):
+    # 1.1 and 0.1 are literals of the code: "prefer 1.1" passes this rule (a verdict must be
+    # pinned or asserted by the page itself); 90% is the literal 0.9 as a percentage
+    assert not declaration_problems([phrase], {2.0, 1.1, 0.1, 0.9})
+    assert not declaration_problems(["95% interval"], {0.05})   # 1 - alpha
+    assert not declaration_problems(["positions 8 to 31"], {8.0, 32.0})   # a range's end
+    assert not declaration_problems(["32 to 63"], {31.5, 63.5})          # half-step edges
+    assert declaration_problems(["positions 9 to 31"], {8.0, 32.0})
+
+
+def test_book_wide_settings_have_no_code_so_only_labels_pass():
+    assert declaration_problems(["T = 2"], None)
+    assert not declaration_problems(["Episode 2"], None)
+
+
+def test_code_literals_and_the_numbers_code_types_for_display():
+    literals, typed = code_literals([
+        "T = 2\ngrid = [0.5, -1.25]\nx = f(3)\n%matplotlib inline",
+        "display(Markdown('LAC reaches 90%'))\nprint(f'{0.93}')\nacc = model(7)"])
+    assert literals == {2.0, 0.5, 1.25, 3.0, 0.93, 7.0}
+    assert typed == {"90%", "0.93"}      # typed into text, or a literal given to a display
+
+
+@pytest.mark.parametrize("quoted, value", [
+    ("0", 0.49), ("1", 0.5466), ("100%", 0.996), ("0.000", 0.0004), ("+0.0", 0.04),
+    ("100.0%", 0.9996)])
+def test_a_quote_without_a_significant_digit_is_refused(quoted, value):
+    assert check_quote(quoted, value)[0]             # it rounds right ...
+    assert precision_problem(quoted, value)          # ... but says nothing of the value
+
+
+@pytest.mark.parametrize("quoted, value", [
+    ("0.5", 0.49), ("0.55", 0.5466), ("99.6%", 0.996), ("0.0004", 0.0004), ("0", 0),
+    ("100%", 1.0), ("24,576", 24576), ("3", 3), ("1.00", 0.996), ("0.001", 0.000999)])
+def test_quotes_with_a_significant_digit_pass(quoted, value):
+    assert precision_problem(quoted, value) is None
+
+
+def test_scan_reads_display_maths_percentages_html_attributes_abbreviations_and_boxes():
+    tree = _doctree("""
+.. role:: pin
+.. role:: abbr(abbreviation)
+
+Inline :math:`55\\%` and :math:`x_2`.
+
+.. math:: \\hat p = 0.37
+
+.. raw:: html
+
+   <span title="measured 0.42" style="width: 300px">x</span><img alt="rises to &#48;.7">
+
+A tooltip :abbr:`ECE (about 0.031 here)`.
+
+Glued :pin:`0.225`\\% and :pin:`0.5`\\ 3 and -\\ :pin:`0.3`, but (:pin:`0.5`) is fine.
+
+.. admonition:: Quoted from nowhere
+
+   They report 0.8.
+
+.. admonition:: Quoted with a source [Guo2017]_
+
+   ===========  ==========  ============
+   quantity     theirs      ours
+   ===========  ==========  ============
+   share        22.5%       :pin:`13.7%`
+   gap          0.4         0.3
+   ===========  ==========  ============
+
+.. admonition:: Record of a 2-core machine, 2026-12-01
+
+   The build took 388 s.
+
+.. admonition:: Record of a machine, some day
+
+   It took 155 s.
+
+.. [Guo2017] Guo et al., ICML.
+""")
+    found = scan(tree, [])
+    got = {(f.number, f.cls, f.rule) for f in found}
+    assert ("55%", "bare", "maths") in got                  # a percentage in maths
+    assert ("0.37", "bare", "maths") in got                 # display maths
+    assert ("0.42", "bare", "") in got and ("0.7", "bare", "") in got   # title, alt (&#48;)
+    assert ("0.031", "bare", "") in got                     # the abbreviation's tooltip
+    glued = sorted(f.number for f in found if f.rule == "glued-pin")
+    assert glued == ["0.225", "0.3", "0.5"]                 # %, a digit, a sign; not ( )
+    boxes = [f.context for f in found if f.kind == "box"]
+    assert boxes == ["Quoted from nowhere", "Record of a machine, some day"]
+    assert ("0.8", "quoted", "") in got                     # still another work's number
+    assert ("22.5%", "quoted", "") in got and ("0.4", "quoted", "") in got
+    assert ("0.3", "bare", "boxes") in got                  # our column of a Quoted box
+    assert ("388", "recorded", "") in got and ("155", "recorded", "") in got
+    assert ("2", "bare", "") not in got                     # x_2: a small integer in maths
+    on_a_lecture = [f.why for f in scan(tree, [], executes=True) if f.kind == "box"]
+    assert sum("belongs on a page without code" in w for w in on_a_lecture) == 2
+
+
+# ------------------------------------------------------------------------------------------
+# Third round (issue 24), the real build: each of these built (even with -W, but for the
+# reload) before the check was extended; each fails it now, named.
+# ------------------------------------------------------------------------------------------
+
+HOLES = "\n".join([
+    "```{code-cell} ipython3",
+    ":tags: [raises-exception]",
+    "assert 0.3 > 0.9, 'the claim fails'",                              # 3: tolerated error
+    "```",
+    "```{code-cell} ipython3",
+    ":tags: [skip-execution]",
+    "print('not run in this build')",                                   # 2: a skipped cell
+    "```",
+    "```{code-cell} ipython3",
+    "import importlib",
+    "import standarderror.book",
+    "pin('twice', 0.5)",
+    "importlib.reload(standarderror.book)",                             # 9: reload, pin again
+    "standarderror.book.pin('twice', 0.5)",
+    "pin(gap_h=0.49, acc_h=0.5466, cov_h=0.996, frac_h=0.225)",         # 6: imprecise quotes
+    "from IPython.display import Markdown, display",
+    "display(Markdown('LAC reaches 90% overall'))",                     # 5: output as prose
+    "```",
+    "```{code-cell} ipython3",
+    ":tags: [remove-input]",
+    "print('accuracy 0.93')",                                           # 5: a hidden print
+    "```",
+    "Once {pin}`twice=0.5`. The gap is {pin}`gap_h=0`, accuracy {pin}`acc_h=1`, coverage "
+    "{pin}`cov_h=100%`, a share {pin}`frac_h=0.225`% and a gap {pin}`gap=-0.0001`2 again.",
+    "",
+    "It runs in about two minutes on a 0.8M-parameter model, .66 of it; maths $55\\%$ and",
+    "",
+    "$$ \\hat p = 0.37 $$",
+    "",
+    "<span title=\"measured 0.42\">x</span>, {abbr}`ECE (about 0.031 here)`, ⁹⁰ and ½.",
+    "",
+    "```{admonition} Quoted from a paper, with no source",
+    "They report 0.8, and so do we.",
+    "```",
+])
+
+ALLOW_ERRORS = FRONT.replace('settings:\n  - "T = 2"\n  - "ICML 2017"\n',
+                             'settings:\n  - "90%"\n  - "about 0.55"\n').replace(
+    "  execution_timeout: 60\n", "  execution_timeout: 60\n  execution_allow_errors: true\n") + """
+# Allowed errors
+
+```{code-cell} ipython3
+from standarderror.book import pin
+acc = 0.4
+assert acc > 0.9, "the claim the page makes"
+```
+
+```{code-cell} ipython3
+pin("acc", 0.95)  # a placeholder, pinned after the failed assert
+```
+
+Accuracy {pin}`acc=0.95` at the nominal 90%; the fit is about 0.55.
+"""
+
+
+def stored_notebook() -> str:
+    """A stored .ipynb in 'auto' mode with every output present and no pin: shown stale."""
+    return json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "mystnb": {"execution_mode": "auto"}}, "cells": [
+        {"cell_type": "markdown", "id": "a", "metadata": {}, "source": "# Stored"},
+        {"cell_type": "code", "id": "b", "metadata": {}, "execution_count": 1,
+         "source": "print(accuracy)", "outputs": [
+             {"output_type": "stream", "name": "stdout", "text": "0.93\n"}]}]})
+
+
+@pytest.mark.slow
+def test_the_third_rounds_holes_fail_the_build(tmp_path):
+    r = build(tmp_path, extra=HOLES, strict=False,
+              pages={"errors.md": ALLOW_ERRORS, "stored.ipynb": stored_notebook()})
+    assert r.returncode != 0
+    problems = _problems(r)
+    expected = [
+        # 2: freshness is proven for every executed page, not only through pins
+        "lectures/stored.ipynb: this page has code but was not executed in this build",
+        "is tagged skip-execution",
+        # 3: any error output fails, tolerated or not
+        "raised AssertionError: the claim fails",
+        "raised AssertionError: the claim the page makes",
+        # 4: declarations that are only a number, or whose number is no literal or label
+        "setting '90%' is only a number",
+        "setting 'about 0.55': 0.55 is neither a literal of the page's code nor a label",
+        # 5: numbers in words, glued to a unit, leading-dot, display maths, % in maths,
+        # outputs shown as prose
+        "a measured number in words ('two minutes')",
+        "bare number 0.8M",
+        "bare number .66",
+        "bare number 0.37 in maths",
+        "bare number 55% in maths",
+        "bare number 90% in a code output shown as prose",
+        "bare number 0.93 in a code output shown as prose",
+        # 6: quotes without a significant digit, a % typed after the quote
+        "quantity 'gap_h': quoted 0 carries no significant digit",
+        "quantity 'acc_h': quoted 1 carries no significant digit",
+        "quantity 'cov_h': quoted 100% reads as all",
+        "characters glued to the pinned quote '0.225'",
+        # 7: a Quoted box names its source
+        "a box titled \"Quoted ...\" must name its source",
+        # 9: HTML attributes, abbreviations, superscripts, fractions, digits after a pin, reload
+        "bare number 0.42",
+        "bare number 0.031",
+        "bare number ⁹⁰",
+        "bare number ½",
+        "characters glued to the pinned quote '-0.0001'",
+        "'twice' was pinned 2 times",
+    ]
+    missing = [e for e in expected if e not in problems]
+    assert not missing, (missing, problems[-6000:])
+
+
+def test_pending_rules_are_named_and_only_those_are_excused():
+    from types import SimpleNamespace
+
+    from standarderror.sphinxext import _pending
+
+    app = SimpleNamespace(config=SimpleNamespace(se_pending={"lectures/x": ["words"]}))
+    assert _pending(app, "lectures/x", "words")
+    assert not _pending(app, "lectures/x", "settings")
+    assert not _pending(app, "lectures/y", "words")
+    assert not _pending(app, "lectures/x", "")             # a plain bare number: never
+    bad = SimpleNamespace(config=SimpleNamespace(se_pending={"lectures/x": ["wrods"]}))
+    with pytest.raises(Exception, match="unknown rule"):
+        _pending(bad, "lectures/x", "wrods")
+
+
+def test_a_phrase_seen_only_in_maths_or_code_is_noted_as_declaring_nothing(tmp_path):
+    """(fast: a throwaway Sphinx read, nothing executed)"""
+    from standarderror.sphinxext.numbers import _read_pages
+
+    (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
+    page = tmp_path / "page.md"
+    page.write_text(FRONT.replace('  - "ICML 2017"\n', '  - "ICML 2017"\n  - "n = 500"\n')
+                    + "# P\n\n```{code-cell} ipython3\nT = 2\nn = 500\n```\n\n"
+                    "In maths $T = 2$ and $n = 500$; in code `T = 2`; ICML 2017.\n")
+    (result,) = _read_pages([page], tmp_path).values()
+    # the 2 of $T = 2$ is not a checked number in maths, so "T = 2" declares nothing; the 500
+    # of $n = 500$ is checked there, and "n = 500" declares it
+    assert result["unused"] == ["T = 2"], result
+    assert [(f["number"], f["cls"]) for f in result["findings"]] == [
+        ("500", "declared"), ("2017", "declared")]

@@ -23,8 +23,20 @@ each must be inside a ``{pin}`` quote or inside a *setting* phrase the page decl
 matter (``settings:``, a list of strings) or the book declares in ``se_settings``. A bare number
 is reported as ``path:line`` with the number and its sentence. The check is always on.
 
+**Freshness.** Every build reads every page again (an ``env-get-outdated`` hook), so every
+notebook page is executed again whatever the command (``jupyter-book build .`` without ``--all``
+included); a page not read in this build fails it. Every page with code must have executed in
+this build (not an execution mode of off or cache, not 'auto' on stored outputs, not excluded,
+no ``skip-execution`` cell), and no cell may hold an error output (``raises-exception`` and
+``execution_allow_errors`` do not excuse one). A name output by ``pin()`` more than once in the
+notebook is refused however the kernel counted (``importlib.reload``). A quote must carry a
+significant digit of its value (:func:`standarderror.book.precision_problem`).
+
 Every failure is raised from ``build-finished``, so it cannot be skipped by building without
-``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero.
+``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero. A page listed in
+the config value ``se_pending`` (``{docname: [rule, ...]}``, rules of
+:data:`standarderror.sphinxext.numbers.RULES`) has its problems under those rules logged, not
+raised, until it is fixed; the command-line lister reports them all.
 """
 
 from __future__ import annotations
@@ -36,7 +48,8 @@ from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote
+from standarderror.book import (NONCE_ENV, PIN_METADATA, check_quote, parse_quote,
+                                precision_problem)
 
 PIN_CLASS = "pin"  # the class of a quote's span; the numbers scan counts it as pinned
 
@@ -63,10 +76,53 @@ def _glued(document) -> dict | None:
 
 def _executed_now(document) -> bool:
     """Whether myst-nb chose to execute this page in this build (any client but the no-op)."""
-    from myst_nb.core.execute import NotebookClientBase
+    return _ran_now(document["nb_renderer"].renderer.nb_client)
 
-    client = document["nb_renderer"].renderer.nb_client
-    return type(client) is not NotebookClientBase
+
+def _ran_now(client) -> bool:
+    """Whether a myst-nb client executed its notebook in this build (a cache hit did not)."""
+    from myst_nb.core.execute import NotebookClientDirect, NotebookClientInline
+
+    return type(client) in (NotebookClientDirect, NotebookClientInline)
+
+
+# myst-nb's notebook clients, by source path, and how often each glued name was output
+# (counted before myst-nb folds the outputs into one dict, which keeps only the last).
+_CLIENTS: dict = {}
+_GLUE_COUNTS: dict = {}
+
+
+def _capture_clients() -> None:
+    """Wrap myst-nb's client factory and glue extraction to see every notebook page's client.
+
+    The client holds the executed notebook (outputs, errors, tags, code), how it ran, and its
+    glue; myst-nb drops it from the document before ``doctree-read``.
+    """
+    import myst_nb.core.execute.base as base
+    import myst_nb.sphinx_ as nb_sphinx
+
+    if getattr(nb_sphinx.create_client, "_se_wrapped", False):
+        return
+    create, extract = nb_sphinx.create_client, base.extract_glue_data
+
+    def create_client(notebook, source, *args, **kwargs):
+        client = create(notebook, source, *args, **kwargs)
+        _CLIENTS[os.path.abspath(str(source))] = client
+        return client
+
+    def extract_glue_data(notebook, *args, **kwargs):
+        seen: dict = {}
+        for cell in notebook.cells:
+            for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+                name = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+                if name is not None:
+                    seen[name] = seen.get(name, 0) + 1
+        _GLUE_COUNTS[id(notebook)] = seen
+        return extract(notebook, *args, **kwargs)
+
+    create_client._se_wrapped = True
+    nb_sphinx.create_client = create_client
+    base.extract_glue_data = extract_glue_data
 
 
 def _build_nonce() -> str:
@@ -87,6 +143,8 @@ def _pinned_values(env, document) -> dict:
     if temp.get("se_pinned_doc") == id(document):
         return temp["se_pinned"]
     glued = _glued(document) or {}
+    notebook = document["nb_renderer"].renderer.nb_client.notebook
+    seen = _GLUE_COUNTS.get(id(notebook), {})
     out = {}
     for key, output in glued.items():
         meta = (output.get("metadata") or {}).get(PIN_METADATA)
@@ -98,8 +156,9 @@ def _pinned_values(env, document) -> dict:
             out[key] = (None, f"the value of {key!r} was not computed by an execution in this "
                               "build (a stored output: per-page execution_mode, a stored .ipynb "
                               "or a cache); the page must execute at build time")
-        elif int(meta.get("count", 1)) > 1:
-            out[key] = (None, f"{key!r} was pinned {meta.get('count')} times; a name is pinned "
+        elif max(int(meta.get("count", 1)), seen.get(key, 1)) > 1:
+            times = max(int(meta.get("count", 1)), seen.get(key, 1))
+            out[key] = (None, f"{key!r} was pinned {times} times; a name is pinned "
                               "once (one name, one value)")
         else:
             out[key] = (raw, None)
@@ -122,6 +181,12 @@ def _compare(key: str, quoted: str, raw) -> str | None:
     if not ok:
         return f"quantity {key!r}: quoted {quoted}, computed {rendered} (exact value {raw})"
     return None
+
+
+def _precision(key: str, quoted: str, raw) -> str | None:
+    """A quote must carry a significant digit of its value (see book.precision_problem)."""
+    why = precision_problem(quoted, float(raw))
+    return None if why is None else f"quantity {key!r}: {why}"
 
 
 def _split(text: str):
@@ -181,6 +246,11 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     err = _compare(key, quoted, raw)
     if err:
         return problem(err)
+    imprecise = _precision(key, quoted, raw)
+    if imprecise and _pending(env.app, env.docname, "precision"):
+        logger.info(f"[pending: precision] pin {where}: {imprecise}")
+    elif imprecise:
+        return problem(imprecise)
     return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
 
 
@@ -194,33 +264,120 @@ def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, conte
     return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
 
 
+def _code_sources(client) -> list[str]:
+    if client is None:
+        return []
+    return [c.get("source", "") for c in client.notebook.cells if c.get("cell_type") == "code"]
+
+
+def _execution_problems(client) -> list[str]:
+    """Why a notebook page's outputs are not proven fresh, or hide a failure (empty if fine).
+
+    Every page with code must have executed in this build (not skipped by its execution mode,
+    an exclude pattern, 'auto' mode on stored outputs, or a cache hit), with no cell skipped
+    (``skip-execution`` keeps stored outputs) and no error output anywhere (a
+    ``raises-exception`` tag or ``execution_allow_errors`` would let a failed assert pass).
+    """
+    if client is None:
+        return []
+    cells = client.notebook.cells
+    code = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"]
+    if not code:
+        return []
+    out = []
+    if not _ran_now(client):
+        out.append("this page has code but was not executed in this build (its execution "
+                   "mode is off or cache, 'auto' found stored outputs, or it is excluded from "
+                   "execution), so what it shows is not proven fresh; let it execute")
+    elif client.exec_metadata and not client.exec_metadata.get("succeeded", True):
+        out.append(f"its execution failed ({client.exec_metadata.get('error')}); fix the code")
+    for i in code:
+        cell = cells[i]
+        where = f"cell at line {client.cell_line(i)}" if i < len(client._source_map) else \
+            f"cell {i}"
+        tags = (cell.get("metadata") or {}).get("tags") or []
+        if "skip-execution" in tags:
+            out.append(f"{where} is tagged skip-execution: its outputs are not computed in "
+                       "this build; remove the tag")
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                out.append(f"{where} raised {output.get('ename')}: {output.get('evalue')!s:.200}"
+                           " (an error output fails the build, even under raises-exception or "
+                           "execution_allow_errors)")
+    return out
+
+
 def _check_numbers(app, doctree):
     from standarderror.sphinxext import numbers
 
     env = app.env
     record = _doc(env, env.docname)
+    record["build"] = _build_nonce()
     path = env.doc2path(env.docname)
     try:
         shown = os.path.relpath(path, app.srcdir)
     except ValueError:
         shown = str(path)
+    client = _CLIENTS.pop(os.path.abspath(str(path)), None)
+    literals, _ = numbers.code_literals(_code_sources(client))
+    typed = {} if client is None else {
+        i: numbers.code_literals([c.get("source", "")])[1]
+        for i, c in enumerate(client.notebook.cells) if c.get("cell_type") == "code"}
     page_phrases, setting_problems = numbers.read_settings(path)
+    refused = numbers.declaration_problems(page_phrases, literals)
     book = app.config[numbers.CONFIG_KEY] or []
     phrases = [str(p) for p in book] + page_phrases
-    findings = numbers.scan(doctree, phrases)
+    findings = numbers.scan(doctree, phrases, typed, executes=bool(_code_sources(client)))
     record["numbers"] = [f.as_dict() for f in findings]
-    record["setting_problems"] = setting_problems
-    text = "".join(doctree.astext().split())
-    record["unused_settings"] = [p for p in page_phrases if "".join(p.split()) not in text]
-    for msg in setting_problems:
-        full = f"number {shown}: {msg}"
+    record["setting_problems"] = setting_problems + refused
+    used = {f.phrase for f in findings if f.phrase}
+    record["unused_settings"] = [p for p in page_phrases if p not in used]
+
+    def report(full, rule="", line=None):
+        if _pending(app, env.docname, rule):
+            record.setdefault("pending", []).append(full)
+            logger.info(f"[pending: {rule}] {full}")
+            return
         record["problems"].append(full)
-        logger.error(full, location=env.docname, type="pin")
+        logger.error(full, location=(env.docname, line) if line else env.docname, type="pin")
+
+    for msg in setting_problems:
+        report(f"number {shown}: {msg}")
+    for msg in refused:
+        report(f"number {shown}: {msg}", "settings")
     for f in findings:
         if f.cls == "bare":
-            full = numbers.message(shown, f)
-            record["problems"].append(full)
-            logger.error(full, location=(env.docname, f.line), type="pin")
+            report(numbers.message(shown, f), f.rule, f.line)
+    record["execution_problems"] = _execution_problems(client)
+    for msg in record["execution_problems"]:
+        report(f"execution {shown}: {msg}")
+
+
+def _pending(app, docname: str, rule: str) -> bool:
+    """Whether ``docname`` is listed in ``se_pending`` as not meeting ``rule`` yet."""
+    from standarderror.sphinxext.numbers import RULES
+
+    if not rule:
+        return False
+    pending = app.config.se_pending or {}
+    if not isinstance(pending, dict):
+        raise ExtensionError("se_pending must map docnames to lists of rule names")
+    rules = pending.get(docname) or []
+    unknown = [r for r in rules if r not in RULES]
+    if unknown:
+        raise ExtensionError(f"se_pending[{docname!r}]: unknown rule(s) {unknown}; the rules "
+                             f"are {sorted(RULES)}")
+    return rule in rules
+
+
+def _every_page_outdated(app, env, added, changed, removed):
+    """Every build reads every page again, so every notebook page is executed again.
+
+    Sphinx re-reads only pages whose source changed; a change to the package (or its data)
+    changes no source, so an incremental ``jupyter-book build .`` would ship the numbers of an
+    earlier build. The check in :func:`_finished` fails any page not read in this build.
+    """
+    return sorted(set(env.found_docs) - set(added) - set(changed) - set(removed))
 
 
 def _doctree_read(app, doctree):
@@ -265,8 +422,11 @@ def _check_cross_pages(app, env):
                     f"{where}: page {source!r} pinned no quotable value {key!r} in this build "
                     f"(it pinned: {', '.join(sorted(values)) or 'none'})")
                 continue
-            err = _compare(key, quoted, values[key])
-            if err:
+            err = _compare(key, quoted, values[key]) or _precision(key, quoted, values[key])
+            if err and err == _precision(key, quoted, values[key]) \
+                    and _pending(app, docname, "precision"):
+                logger.info(f"[pending: precision] {where}: {err}")
+            elif err:
                 record["cross_problems"].append(f"{where}: {err}")
         for msg in record["cross_problems"]:
             logger.error(msg, location=docname, type="pin")
@@ -285,8 +445,15 @@ def _merge(app, env, docnames, other):
 def _finished(app, exception):
     if exception is not None:
         return
+    from standarderror.sphinxext import numbers
+
     problems = [p for rec in _state(app.env).values()
                 for p in rec["problems"] + rec.get("cross_problems", [])]
+    problems += [f"pin {doc}: this page was not read in this build, so what it shows comes "
+                 "from an earlier one; build every page (jupyter-book build --all)"
+                 for doc, rec in _state(app.env).items() if rec.get("build") != _build_nonce()]
+    problems += [f"number (se_settings in the config): {p}" for p in
+                 numbers.declaration_problems(list(app.config[numbers.CONFIG_KEY] or []), None)]
     if problems:
         raise ExtensionError(
             f"{len(problems)} pin problem(s): a quoted number differs from, or has no, computed "
@@ -354,8 +521,13 @@ def setup(app):
     app.connect("html-page-context", _dedupe_scripts)
     _release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
+    # pages that do not meet some of numbers.RULES yet: {docname: [rule, ...]}; their
+    # problems under those rules are reported (logged, and by the lister), not fatal
+    app.add_config_value("se_pending", {}, "env", types=[dict])
     app.add_role("pin", pin_role)
+    _capture_clients()
     app.connect("builder-inited", _builder_inited)
+    app.connect("env-get-outdated", _every_page_outdated)
     app.connect("doctree-read", _doctree_read)
     app.connect("env-check-consistency", _check_cross_pages)
     app.connect("env-purge-doc", _purge)

@@ -2,33 +2,47 @@
 
 After a page is read (executed and parsed), :func:`scan` walks its doctree and finds every
 number token in the text a reader sees: paragraphs, headings, admonitions, list items, tables,
-figure captions and image ``alt`` text. Each token is classed as
+figure captions, image ``alt`` text, inline and display maths, the shown attributes of raw HTML
+(``title``, ``alt``, ``aria-label`` ...), ``{abbr}`` tooltips, and code outputs that read as
+prose (Markdown or HTML an output displays, a print under a hidden input). Each is classed as
 
 * ``pinned``: inside a ``{pin}`` quote (checked against the code by the pin role);
 * ``declared``: inside an occurrence of a *setting* phrase, i.e. a number the page chose, listed
   in the page's front matter (``settings:``, a list of strings) or book-wide in the Sphinx config
-  value ``se_settings``; phrases match whitespace-insensitively and case-sensitively;
-* ``bare``: anything else. A bare number fails the build (see :mod:`standarderror.sphinxext`).
+  value ``se_settings``; phrases match whitespace-insensitively and case-sensitively. A phrase
+  must hold words as well as its number, and each of its numbers must be a literal of the
+  page's own code or a label (episode, figure, table, row, year, date): see
+  :func:`declaration_problems`. A measured number cannot be declared;
+* ``quoted``: inside a box titled "Quoted ..." that names its source with a ``{cite}``; a table
+  column of such a box that holds one of our pins is ours and checked as usual;
+* ``recorded``: inside a box titled "Record ..." whose title carries the date (YYYY-MM-DD) and
+  the machine, on a page without code: numbers of one machine as measured once (timings),
+  shown outside the checked claims;
+* ``computed``: a number of a code output that the page's code did not type (it is computed in
+  this build; a number the code typed into a string or a display call is checked as prose);
+* ``bare``: anything else, and: a measured number in words ("two minutes", "a quarter of an
+  hour", "hundredths"), or characters glued to a pin (a digit, a sign, ``%`` outside the quote).
+  A bare finding fails the build (see :mod:`standarderror.sphinxext`).
 
-Not scanned: code cells and their outputs (except a figure's caption and an image's alt text),
-inline code, literal blocks, display maths, raw non-HTML (raw HTML's text *is* scanned),
-comments, role targets (citations, unresolved cross-references), footnote labels, autodoc
-descriptions and docstrings, and the generated bibliography. Inline maths is scanned, but only
-its tokens with a decimal point or 3+ digits count.
+Not scanned: code cells and visible code outputs (except a figure's caption and an image's alt
+text), inline code, literal blocks, comments, role targets (citations, unresolved
+cross-references), footnote labels, autodoc descriptions and docstrings, and the generated
+bibliography. In maths only tokens with a decimal point, a percent sign or 3+ digits count.
 
-A number is digits with optional thousands commas, decimals, exponent, a leading sign (+, -,
-U+2212) and a trailing ``%``, or a factor such as ``21.5x`` / ``3×``. Digits glued to a word are
-not numbers: ``float32``, ``L2``, ``2D``, ``1st``, ``GPT-2``, ``SHA-256``, ``x86-64``, ``top-1``.
+A number is digits with optional thousands commas, decimals (``.66`` too), exponent, a leading
+sign (+, -, U+2212) and a trailing ``%``, a factor such as ``21.5x`` / ``3×``, a unit or
+magnitude glued to it (``0.8M``, ``388s``, ``14GB``), superscript digits (``10⁻³``) or a vulgar
+fraction (``½``). Digits glued to a word are not numbers: ``float32``, ``L2``, ``2D``, ``1st``,
+``GPT-2``, ``SHA-256``, ``x86-64``, ``top-1``, ``R²``.
 
 Command line, without executing anything (a throwaway Sphinx read with execution off; a code
 cell's figure caption and alt text are rendered through a placeholder image)::
 
     python -m standarderror.sphinxext.numbers lectures/ep3_temperature.md [...]
 
-lists each page's bare numbers with ``path:line`` and a per-page count (found, pinned, declared,
-quoted, bare); it exits 1 when a page has a bare number. Numbers inside an admonition titled
-"Quoted ..." are another work's, quoted with their source: they are counted as quoted, not
-checked (DESIGN.md: external numbers are marked as quotations and are not pinned).
+lists each page's bare numbers and refused declarations with ``path:line`` and a per-page count;
+it exits 1 when a page has either. Its note "declares nothing" names a setting phrase whose
+only occurrences (if any) are in maths, code or outputs.
 """
 
 from __future__ import annotations
@@ -71,6 +85,19 @@ class Token:
     end: int
 
 
+#: Superscript digits and signs (``10⁻³``), and vulgar fractions (``½``): numbers too.
+SUPERSCRIPTS = "\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+_SUP_SIGNS = "\u207a\u207b"
+FRACTIONS = "\u00bc\u00bd\u00be\u2150\u2151\u2152\u2153\u2154\u2155\u2156\u2157\u2158\u2159" \
+            "\u215a\u215b\u215c\u215d\u215e\u215f\u2189"
+_SUP_RUN = re.compile(f"[{_SUP_SIGNS}]?[{SUPERSCRIPTS}]+")
+#: A unit or magnitude glued to a number is part of it: ``0.8M``, ``388s``, ``24.6k``, ``14GB``.
+UNIT_SUFFIXES = frozenset(
+    "k K M B G T s ms us µs μs ns min mins h hr hrs d GB MB KB kB TB GiB MiB KiB TiB Gb Mb "
+    "bit bits px pt pp cm mm km m Hz kHz MHz GHz W kW".split())
+_LETTERS = re.compile(r"[^\W\d_]+")
+
+
 def tokens(text: str) -> list[Token]:
     """The number tokens of ``text`` (see the module docstring for what counts)."""
     out: list[Token] = []
@@ -78,7 +105,7 @@ def tokens(text: str) -> list[Token]:
     while True:
         m = NUMBER.search(text, pos)
         if m is None:
-            return out
+            break
         start, end = m.start(), m.end()
         sign = m.group("sign")
         prev = text[start - 1] if start > 0 else ""
@@ -89,17 +116,44 @@ def tokens(text: str) -> list[Token]:
             else:                     # GPT-2, SHA-256, e-5: glued to the word before
                 pos = _skip_run(text, start)
                 continue
+        if prev == "." and not sign and (start < 2 or not (text[start - 2].isalnum()
+                                                           or text[start - 2] in "_.")):
+            start -= 1                # a leading-dot decimal: .66
+            prev = text[start - 1] if start > 0 else ""
         glued_before = (
             (prev and (prev.isalnum() or prev in "_."))
             or (prev in _HYPHENS and start >= 2 and text[start - 2].isalpha())
         )
-        after = text[end] if end < len(text) else ""
-        glued_after = bool(after) and (after.isalpha() or after == "_")
-        if glued_before or glued_after:
+        if glued_before:
             pos = _skip_run(text, start)
             continue
+        sup = _SUP_RUN.match(text, end)              # 10⁻³
+        if sup:
+            end = sup.end()
+        while end < len(text) and text[end] in FRACTIONS:  # 1½
+            end += 1
+        after = text[end] if end < len(text) else ""
+        if after.isalpha() or after == "_":
+            word = _LETTERS.match(text, end)
+            rest = text[word.end()] if word and word.end() < len(text) else ""
+            glued_unit = word is not None and not (rest.isalnum() or rest == "_") and (
+                word.group(0) in UNIT_SUFFIXES or m.group("frac") is not None)
+            if not glued_unit:        # float32, 2D, 1st: a name, not a number
+                pos = _skip_run(text, start)
+                continue
+            end = word.end()          # 0.8M, 388s, 14GB, 1.5B: the unit is part of it
         out.append(Token(text[start:end], start, end))
         pos = end
+    # superscript numbers and vulgar fractions standing on their own (not an exponent: R², x²)
+    for m in re.finditer(f"[{_SUP_SIGNS}]?[{SUPERSCRIPTS}]+|[{FRACTIONS}]", text):
+        if any(t.start <= m.start() < t.end for t in out):
+            continue
+        prev = text[m.start() - 1] if m.start() > 0 else ""
+        if m.group(0)[0] not in FRACTIONS and (prev.isalnum() or prev in ")]}_"):
+            continue
+        out.append(Token(m.group(0), m.start(), m.end()))
+    out.sort(key=lambda t: t.start)
+    return out
 
 
 def _skip_run(text: str, start: int) -> int:
@@ -108,8 +162,35 @@ def _skip_run(text: str, start: int) -> int:
 
 
 def is_math_checked(token: str) -> bool:
-    """Inside inline maths only a decimal point or 3+ digits makes a number checked."""
-    return "." in token or sum(c.isdigit() for c in token) >= 3
+    """Inside maths only a decimal point, a percent sign or 3+ digits makes a number checked."""
+    return "." in token or "%" in token or sum(c.isdigit() for c in token) >= 3
+
+
+# A number written in words next to what it measures: "about two minutes", "a quarter of an
+# hour", "thousands of times the tolerance", "a few hundredths wide". Such a number cannot be
+# pinned or declared; the check asks for it in digits.
+_NUMBER_WORD = (r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+                r"thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|"
+                r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundreds?|thousands?|"
+                r"millions?|billions?|dozens?|tens|half|quarter|quarters|thirds?|twice|"
+                r"thrice|a\s+few|several)")
+_UNIT_WORD = (r"(?:(?:milli|micro|nano)?seconds?|minutes?|hours?|days?|weeks?|months?|years?|"
+              r"times\s+(?:the|as|more|less|fewer|larger|smaller|longer|shorter|higher|lower|"
+              r"taller|wider|bigger|faster|slower|greater|in|out\s+of|over)\b|"
+              r"fold|percent|per\s+cent|percentage\s+points?|"
+              r"(?:kilo|mega|giga|tera)?bytes|[KMGT]i?B|as\s+(?:many|much|large|small|wide|"
+              r"long|fast|slow|often|big|high|low))")
+_WORD_NUMBER = re.compile(
+    rf"\b{_NUMBER_WORD}(?:[\s\-]+(?:and\s+)?{_NUMBER_WORD})*(?:\s+(?:of\s+)?(?:a|an|the)?)?"
+    rf"(?:\s+\w+){{0,2}}?\s+{_UNIT_WORD}"
+    r"|\b(?:tenths|hundredths?|thousandths?|millionths?)\b"
+    r"|\b(?:a|one)\s+tenth\b",
+    re.IGNORECASE)
+
+
+def word_numbers(text: str) -> list[Token]:
+    """Measured numbers written in words (see :data:`_WORD_NUMBER`)."""
+    return [Token(m.group(0), m.start(), m.end()) for m in _WORD_NUMBER.finditer(text)]
 
 
 # ------------------------------------------------------------------------------------------
@@ -129,6 +210,10 @@ def _squeeze(text: str) -> tuple[str, list[int]]:
 
 def phrase_spans(text: str, phrases: list[str]) -> list[tuple[int, int]]:
     """Spans of ``text`` covered by an occurrence of a phrase (whitespace-insensitive)."""
+    return [(a, b) for a, b, _ in _phrase_hits(text, phrases)]
+
+
+def _phrase_hits(text: str, phrases: list[str]) -> list[tuple[int, int, str]]:
     squeezed, where = _squeeze(text)
     spans = []
     for phrase in phrases:
@@ -137,7 +222,7 @@ def phrase_spans(text: str, phrases: list[str]) -> list[tuple[int, int]]:
             continue
         i = squeezed.find(p)
         while i >= 0:
-            spans.append((where[i], where[i + len(p) - 1] + 1))
+            spans.append((where[i], where[i + len(p) - 1] + 1, phrase))
             i = squeezed.find(p, i + 1)
     return spans
 
@@ -179,9 +264,157 @@ def read_settings(path: str | Path) -> tuple[list[str], list[str]]:
     if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) for v in value):
         return [], [f"front matter `{FRONT_MATTER_KEY}:` must be a list of strings, got {value!r}"]
     phrases = [str(v) for v in value]
-    problems = [f"setting {p!r} contains no number; declare only phrases with numbers"
-                for p in phrases if not tokens(p)]
-    return phrases, problems
+    return phrases, []
+
+
+#: Words after which a number is a label (an episode, a figure, a row ...), not a quantity.
+LABEL_WORDS = frozenset("""
+episode episodes ep figure figures fig figs table tables theorem theorems lemma lemmas
+proposition corollary definition definitions remark example examples exercise exercises
+algorithm algorithms equation equations eq eqs section sections sec § chapter chapters part
+parts row rows column columns col appendix step? version versions release python
+""".replace("step?", "").split())
+_ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
+_LABEL_BEFORE = re.compile(
+    r"(?:^|[^\w§])(?:" + "|".join(sorted(LABEL_WORDS, key=len, reverse=True)) + r")\.?\s*"
+    r"(?:[\d.,]+\s*(?:and|or|to|,|-|\u2013|\u2014|&|/)\s*)*$", re.IGNORECASE)
+
+
+_MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
+
+
+def _number_value(text: str) -> float | None:
+    """The value a number token writes (a ``%`` token as its percent figure, ``7B`` as 7e9,
+    a unit dropped: ``388s`` is 388), or None."""
+    core = text.strip(_SIGN).replace(",", "").rstrip("%x\u00d7")
+    word = _LETTERS.search(core)
+    scale = 1.0
+    if word:
+        scale = _MAGNITUDE.get(word.group(0), 1.0)
+        core = core[:word.start()]
+    try:
+        return float(core) * scale
+    except ValueError:
+        return None
+
+
+def _is_label(phrase: str, tok: Token) -> bool:
+    """A year (1900-2099), a date, or a number that follows a label word (``Episode 5``,
+    ``rows 3 and 9``, ``Table 1``)."""
+    if any(m.start() <= tok.start < m.end() for m in _ISO_DATE.finditer(phrase)):
+        return True
+    if re.fullmatch(r"(19|20)\d\d", tok.text):
+        return True
+    return _LABEL_BEFORE.search(phrase[:tok.start]) is not None
+
+
+_RANGE_AFTER = re.compile(r"\s*(?:to|-|\u2013)\s*([\d.,]+)")
+_RANGE_BEFORE = re.compile(r"([\d.,]+)\s*(?:to|-|\u2013)\s*\Z")
+
+
+def _range_end_ok(phrase: str, tok: Token, value: float, literals: set[float]) -> bool:
+    """An end of a range of whole numbers whose edges are literals of the code: "positions 8
+    to 31" for edges (8, 32) or (7.5, 31.5). The start may be half a step above an edge, the
+    end half or one step below one, and the other end of the range must hold too."""
+    after = _RANGE_AFTER.match(phrase, tok.end)
+    before = _RANGE_BEFORE.search(phrase[:tok.start])
+    if after:        # tok starts a range
+        end = _number_value(after.group(1))
+        return (value in literals or value - 0.5 in literals) and end is not None and (
+            end in literals or end + 0.5 in literals or end + 1 in literals)
+    if before:       # tok ends a range
+        start = _number_value(before.group(1))
+        return (value + 0.5 in literals or value + 1 in literals) and start is not None and (
+            start in literals or start - 0.5 in literals)
+    return False
+
+
+def declaration_problems(phrases: list[str], literals: set[float] | None) -> list[str]:
+    """Why each refused declaration cannot declare a setting (empty if all are accepted).
+
+    A setting phrase must hold words as well as its number (a bare number would declare every
+    occurrence of it on the page), and each of its numbers must be a literal of the page's own
+    code (``literals``; ``None`` for book-wide settings, which have no code; a percentage p%
+    matches a literal p/100 or 1 - p/100, the coverage of a level alpha) or a label: a year, a
+    date, or a number after a label word (episode, figure, table, theorem, row, ...).
+    A measured value cannot be declared: pin it.
+    """
+    problems = []
+    for phrase in phrases:
+        toks = tokens(phrase)
+        if not toks:
+            problems.append(f"setting {phrase!r} contains no number; declare only phrases "
+                            "with numbers")
+            continue
+        rest = phrase
+        for t in reversed(toks):
+            rest = rest[:t.start] + " " + rest[t.end:]
+        if not any(c.isalpha() for c in rest):
+            problems.append(f"setting {phrase!r} is only a number; a setting phrase holds the "
+                            "words that say what the number sets (e.g. \"T = 2\", \"seed 0\")")
+            continue
+        for t in toks:
+            if _is_label(phrase, t):
+                continue
+            value = _number_value(t.text)
+            ok = value is not None and literals is not None and (
+                value in literals or ("%" in t.text and (
+                    round(value / 100, 12) in literals            # 90% for 0.9
+                    or round(1 - value / 100, 12) in literals)))  # 90% for alpha = 0.1
+            if not ok and value is not None and literals is not None:
+                ok = _range_end_ok(phrase, t, value, literals)
+            if not ok:
+                where = ("a literal of the page's code" if literals is not None
+                         else "a label (book-wide settings have no code)")
+                problems.append(
+                    f"setting {phrase!r}: {t.text} is neither {where} nor a label (episode, "
+                    "figure, table, row, year, ...); a measured number cannot be declared: "
+                    "pin it, or show it in a dated \"Record ...\" box")
+                break
+    return problems
+
+
+def _typed_form(text: str) -> str:
+    """A number as typed, for comparing an output's token with the code's: no sign, no
+    thousands commas ("90%", "0.93", "3" and "3.0" stay distinct)."""
+    return text.strip(_SIGN).replace(",", "")
+
+
+def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
+    """The numeric literals of a page's code cells, and the numbers it types for display.
+
+    The second set holds, as typed (:func:`_typed_form`), the numbers inside string literals
+    and the numeric literals inside a display call (``Markdown``, ``HTML``, ``print``, ``display``, ``DataFrame`` ...): a
+    number of a prose-like output that is one of them was typed, not computed.
+    """
+    import ast
+
+    literals: set[float] = set()
+    typed: set[float] = set()
+    display_calls = {"Markdown", "HTML", "Latex", "Math", "SVG", "display", "print",
+                     "DataFrame", "Series", "write", "to_markdown", "to_html"}
+    for source in sources:
+        lines = [("pass" if ln.lstrip().startswith(("%", "!")) else ln)
+                 for ln in source.splitlines()]
+        try:
+            tree = ast.parse("\n".join(lines))
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+                    and not isinstance(node.value, bool):
+                literals.add(abs(float(node.value)))
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                typed.update(_typed_form(t.text) for t in tokens(node.value))
+            elif isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                if name in display_calls:
+                    for sub in ast.walk(node):
+                        if isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float)) \
+                                and not isinstance(sub.value, bool):
+                            typed.add(_typed_form(repr(abs(sub.value))))
+    return literals, typed
 
 
 # ------------------------------------------------------------------------------------------
@@ -192,7 +425,7 @@ CHECK, MATH, PIN, SKIP = "check", "math", "pin", "skip"
 
 #: Nodes whose whole subtree a reader does not see as prose (or that is generated later).
 _SKIP_TYPES = (
-    nodes.literal, nodes.literal_block, nodes.math_block, nodes.comment,
+    nodes.literal, nodes.literal_block, nodes.comment,
     nodes.target, nodes.citation, nodes.citation_reference, nodes.footnote_reference,
     nodes.label, nodes.substitution_definition, nodes.system_message, nodes.docinfo,
     nodes.doctest_block,
@@ -203,6 +436,11 @@ _SKIP_CLASS_NAMES = {"desc", "toctree", "bibliography", "meta", "pending_xref_co
 
 _HTML_HIDDEN = re.compile(r"<(script|style)\b.*?</\1\s*>|<!--.*?-->", re.S | re.I)
 _HTML_TAG = re.compile(r"<[^>]*>")
+#: Attributes of raw HTML that a reader sees (as a tooltip, in place of an image, read aloud).
+_HTML_SHOWN_ATTR = re.compile(
+    r"""\b(?:title|alt|aria-label|aria-description|aria-valuetext|placeholder|label|summary|"""
+    r"""value|data-tooltip|data-title|data-original-title)\s*=\s*"""
+    r"""(?:"([^"]*)"|'([^']*)'|([^\s>"']+))""", re.I)
 
 
 def _is_html(node) -> bool:
@@ -210,8 +448,16 @@ def _is_html(node) -> bool:
 
 
 def _html_text(html: str) -> str:
-    """What a reader sees of raw HTML: its text, without tags, scripts, styles or comments."""
-    return _HTML_TAG.sub(" ", _HTML_HIDDEN.sub(" ", html))
+    """What a reader sees of raw HTML: its text and its shown attributes (``title``, ``alt``,
+    ``aria-label`` ...), entities decoded; no tags, scripts, styles or comments."""
+    import html as html_lib
+
+    def tag(m):
+        shown = [next(g for g in a.groups() if g is not None)
+                 for a in _HTML_SHOWN_ATTR.finditer(m.group(0))]
+        return " " + " ".join(shown) + " "
+
+    return html_lib.unescape(_HTML_TAG.sub(tag, _HTML_HIDDEN.sub(" ", html)))
 
 
 def _skip_subtree(node) -> bool:
@@ -236,17 +482,101 @@ def _skip_subtree(node) -> bool:
     return False
 
 
+def _box_title(node) -> str | None:
+    if not isinstance(node, nodes.Admonition):
+        return None
+    title = next((c for c in node.children if isinstance(c, nodes.title)), None)
+    return None if title is None else title.astext().lstrip()
+
+
 def _is_quoted_box(node) -> bool:
     """An admonition whose title starts with "Quoted" (the seed-overlap tool skips it too)."""
-    if not isinstance(node, nodes.Admonition):
-        return False
-    title = next((c for c in node.children if isinstance(c, nodes.title)), None)
-    return title is not None and title.astext().lstrip().startswith("Quoted")
+    title = _box_title(node)
+    return title is not None and title.startswith("Quoted")
+
+
+def _is_record_box(node) -> bool:
+    """An admonition whose title starts with "Record": a dated record of a machine's numbers."""
+    title = _box_title(node)
+    return title is not None and title.startswith("Record")
+
+
+def _cites(node) -> bool:
+    """Whether ``node`` holds a citation (``{cite}`` or a reST citation reference)."""
+    for n in node.findall(nodes.Element):
+        if isinstance(n, nodes.citation_reference):
+            return True
+        if type(n).__name__ == "pending_xref" and n.get("refdomain") == "cite":
+            return True
+    return False
+
+
+def _has_pin(node) -> bool:
+    return any(PIN_CLASS in n.get("classes", []) for n in node.findall(nodes.inline))
+
+
+def _mark_our_columns(box) -> None:
+    """In a Quoted box's table, a column holding one of our pins is ours: its numbers are not
+    another work's (they must be pinned or declared like any other)."""
+    for tgroup in box.findall(nodes.tgroup):
+        rows = [r for part in tgroup.children if isinstance(part, (nodes.thead, nodes.tbody))
+                for r in part.children if isinstance(r, nodes.row)]
+        ours = set()
+        for row in rows:
+            for i, entry in enumerate(row.children):
+                if _has_pin(entry):
+                    ours.add(i)
+        for row in rows:
+            for i, entry in enumerate(row.children):
+                if i in ours and not isinstance(row.parent, nodes.thead):
+                    entry.se_ours = True
+
+
+def _is_ours(node) -> bool:
+    while node is not None:
+        if getattr(node, "se_ours", False):
+            return True
+        node = node.parent
+    return False
 
 
 def _is_output(node) -> bool:
     return isinstance(node, nodes.container) and node.get("nb_element") in (
         "cell_code_output", "mime_bundle")
+
+
+def _is_cell(node) -> bool:
+    return isinstance(node, nodes.container) and node.get("nb_element") == "cell_code"
+
+
+def _hides_input(node) -> bool:
+    """A code cell whose source the reader does not see (removed, or hidden behind a toggle):
+    its printed output reads as prose."""
+    if not _is_cell(node):
+        return False
+    shown = any(isinstance(c, nodes.Element) and c.get("nb_element") == "cell_code_source"
+                for c in node.children)
+    return not shown or node.get("hide_mode") in ("all", "input", "input+output")
+
+
+#: The rules of the third round of the check (issue 24), by name; a page may be listed under
+#: ``se_pending`` in the config with the rules it does not meet yet (reported, not fatal).
+RULES = {
+    "settings": "a setting phrase holds words, and its numbers are code literals or labels",
+    "words": "a measured number is written in digits, not in words",
+    "forms": "numbers glued to a unit, leading-dot decimals, superscripts, vulgar fractions",
+    "maths": "display maths, and percentages in maths",
+    "outputs": "numbers typed in the code and shown as prose by an output",
+    "glued-pin": "nothing glued to a pinned quote (digits, signs, units, %)",
+    "boxes": "a Quoted box cites its source, our columns in it are checked, a Record box "
+             "is dated",
+    "precision": "a quote carries a significant digit of its value",
+}
+
+
+def _old_form(text: str) -> bool:
+    m = NUMBER.fullmatch(text)
+    return m is not None
 
 
 @dataclass
@@ -255,9 +585,12 @@ class Finding:
 
     number: str
     line: int | None
-    kind: str  # "prose", "caption", "alt" or "math"
-    cls: str   # "pinned", "declared", "quoted" or "bare"
+    kind: str  # "prose", "caption", "alt", "math", "output", "words", "pin" or "box"
+    cls: str   # "pinned", "declared", "quoted", "recorded", "computed" or "bare"
     context: str
+    why: str = ""      # for a bare finding that is not a plain bare number: what is wrong
+    phrase: str = ""   # for a declared number: the setting phrase that declares it
+    rule: str = ""     # for a bare finding: the rule (see RULES) that it breaks
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -323,7 +656,7 @@ def _segments(node, mode: str, out: list):
     """Collect (text, mode) pieces of a text unit in document order."""
     for child in node.children:
         if isinstance(child, nodes.Text):
-            out.append((str(child), mode))
+            out.append((child.astext(), mode))   # (reST keeps escapes as NUL in str())
         elif _is_html(child):
             out.append((_html_text(child.astext()), mode))
         elif _skip_subtree(child):
@@ -332,98 +665,214 @@ def _segments(node, mode: str, out: list):
             out.append((child.astext(), PIN))
         elif isinstance(child, nodes.math):
             out.append((child.astext(), MATH if mode == CHECK else mode))
+        elif isinstance(child, nodes.abbreviation) and child.get("explanation"):
+            _segments(child, mode, out)   # {abbr}: the tooltip is read too
+            out.append((" (" + str(child["explanation"]) + ")", mode))
         elif isinstance(child, nodes.Element):
             _segments(child, mode, out)
+            if child.get("title") and isinstance(child, (nodes.reference, nodes.image)):
+                out.append((" (" + str(child["title"]) + ")", mode))
 
 
-def _scan_unit(unit, kind, phrases, findings):
-    pieces: list = []
-    _segments(unit, CHECK, pieces)
-    _scan_pieces(pieces, _line_of(unit), kind, phrases, findings)
+_GLUED_AFTER_PIN = re.compile(
+    r"[\w%\u2030\u00d7" + SUPERSCRIPTS + FRACTIONS + r"]|\.\d|\s*(?:%|\u2030|per\s?cent\b)",
+    re.IGNORECASE)
+_GLUED_BEFORE_PIN = re.compile(r"(?:[\d.+\-\u2212" + SUPERSCRIPTS + FRACTIONS + r"]|\d,)\Z")
 
 
-def _scan_pieces(pieces, line, kind, phrases, findings):
-    text = "".join(t for t, _ in pieces)
-    if not any(c.isdigit() for c in text):
-        return
-    bounds, pos = [], 0
-    for t, mode in pieces:
-        bounds.append((pos, pos + len(t), mode))
-        pos += len(t)
-    for m in _ADDRESS.finditer(text):   # addresses are skipped wherever they appear
-        bounds.insert(0, (m.start(), m.end(), SKIP))
-    spans = phrase_spans(text, phrases)
-    for tok in tokens(text):
-        mode = next((md for a, b, md in bounds if a <= tok.start < b), CHECK)
-        if mode == SKIP:
-            continue
-        if mode == MATH and not is_math_checked(tok.text):
-            continue
-        if mode == PIN:
-            cls = "pinned"
-        elif any(a <= tok.start and tok.end <= b for a, b in spans):
-            cls = "declared"
-        else:
-            cls = "bare"
-        where = None if line is None else line + text.count("\n", 0, tok.start)
-        findings.append(Finding(tok.text, where, "math" if mode == MATH else kind, cls,
-                                _context(text, tok.start, tok.end)))
+class _Scanner:
+    def __init__(self, phrases, typed, executes=False):
+        self.executes = executes
+        self.phrases = phrases
+        self.by_cell = typed if isinstance(typed, dict) else None
+        self.typed = set() if isinstance(typed, dict) else (typed or set())
+        self.findings: list[Finding] = []
+        self.display = False   # inside display maths
 
+    def add(self, number, line, kind, cls, context, why="", rule=""):
+        self.findings.append(Finding(number, line, kind, cls, context, why, rule=rule))
 
-def scan(doctree, phrases: list[str]) -> list[Finding]:
-    """Every number token a reader sees on the page, classed pinned / declared / bare."""
-    findings: list[Finding] = []
+    def unit(self, unit, kind):
+        pieces: list = []
+        _segments(unit, CHECK, pieces)
+        first = len(self.findings)
+        self.pieces(pieces, _line_of(unit), kind)
+        if _is_ours(unit):
+            for f in self.findings[first:]:
+                f._ours = True
 
-    def visit(node, in_output: bool):
+    def pieces(self, pieces, line, kind):
+        pieces = [(t.replace("\\%", "%%"), md) if md == MATH else (t, md) for t, md in pieces]
+        text = "".join(t for t, _ in pieces)
+        if not any(c.isdigit() or c.isalpha() for c in text):
+            return
+        bounds, pos = [], 0
+        for t, mode in pieces:
+            bounds.append((pos, pos + len(t), mode))
+            pos += len(t)
+        for m in _ADDRESS.finditer(text):   # addresses are skipped wherever they appear
+            bounds.insert(0, (m.start(), m.end(), SKIP))
+
+        def line_at(i):
+            return None if line is None else line + text.count("\n", 0, i)
+
+        spans = _phrase_hits(text, self.phrases)
+        for tok in tokens(text):
+            mode = next((md for a, b, md in bounds if a <= tok.start < b), CHECK)
+            if mode == SKIP:
+                continue
+            if mode == MATH and not is_math_checked(tok.text):
+                continue
+            phrase = ""
+            if mode == PIN:
+                cls = "pinned"
+            else:
+                phrase = next((p for a, b, p in spans if a <= tok.start and tok.end <= b), "")
+                if kind == "output" and _typed_form(tok.text) not in self.typed:
+                    cls = "computed"   # computed by the code, not typed into it
+                else:
+                    cls = "declared" if phrase else "bare"
+            rule = ""
+            if cls == "bare":
+                rule = ("outputs" if kind == "output" else "forms" if not _old_form(tok.text)
+                        else "maths" if mode == MATH and (self.display or (
+                            "%" in tok.text and not is_math_checked(tok.text.rstrip("%"))))
+                        else "")
+            self.findings.append(Finding(tok.text, line_at(tok.start),
+                                         "math" if mode == MATH else kind, cls,
+                                         _context(text, tok.start, tok.end), phrase=phrase,
+                                         rule=rule))
+        if kind == "output":
+            return
+        for tok in word_numbers(text):
+            mode = next((md for a, b, md in bounds if a <= tok.start < b), CHECK)
+            if mode == CHECK:
+                self.add(tok.text, line_at(tok.start), "words", "bare",
+                         _context(text, tok.start, tok.end),
+                         f"a measured number in words ({tok.text!r}); write it in digits, "
+                         "as a pinned number", "words")
+        for a, b, mode in bounds:
+            if mode != PIN:
+                continue
+            if _GLUED_AFTER_PIN.match(text, b) or _GLUED_BEFORE_PIN.search(text[:a]):
+                self.add(text[a:b], line_at(a), "pin", "bare", _context(text, a, b),
+                         f"characters glued to the pinned quote {text[a:b]!r} change what it "
+                         "says (a digit, a sign, a unit or % outside the quote); put the whole "
+                         "number, with its % or sign, inside the quote", "glued-pin")
+
+    def visit(self, node, in_output=False, hidden=False):
         for child in node.children:
-            if not isinstance(child, nodes.Element) or _skip_subtree(child):
+            if not isinstance(child, nodes.Element):
+                continue
+            if in_output and hidden and isinstance(child, nodes.literal_block):
+                self.pieces([(child.astext(), CHECK)], _line_of(child), "output")
+                continue   # printed by a cell whose code is hidden: it reads as prose
+            if isinstance(child, nodes.math_block) and not in_output:
+                self.display = True
+                self.pieces([(child.astext(), MATH)], _line_of(child), "math")
+                self.display = False
+                continue
+            if _skip_subtree(child):
                 continue
             if isinstance(child, nodes.image) and child.get("alt"):
-                _scan_pieces([(child["alt"], CHECK)], _line_of(child), "alt", phrases, findings)
-            if _is_html(child):  # raw HTML in the page's source: its text is prose
-                if not in_output:
-                    _scan_pieces([(_html_text(child.astext()), CHECK)], _line_of(child),
-                                 "prose", phrases, findings)
+                self.pieces([(child["alt"], CHECK)], _line_of(child), "alt")
+            if _is_html(child):  # raw HTML: its text is prose (or output text)
+                self.pieces([(_html_text(child.astext()), CHECK)], _line_of(child),
+                            "output" if in_output else "prose")
                 continue
             if _is_quoted_box(child):
-                # a box titled "Quoted ...": another work's numbers, quoted with their source
-                # (DESIGN: external numbers are marked as quotations and are not pinned)
-                first = len(findings)
-                visit(child, in_output)
-                for f in findings[first:]:
-                    if f.cls != "pinned":
-                        f.cls = "quoted"
+                self.quoted_box(child, in_output, hidden)
+                continue
+            if _is_record_box(child):
+                self.record_box(child, in_output, hidden)
                 continue
             if in_output or _is_output(child):
-                # code output: only a figure's caption/legend and an image's alt are prose
+                # code output: a figure's caption/legend is prose; Markdown or HTML that the
+                # code displays is checked against what the code typed
                 if isinstance(child, (nodes.caption, nodes.legend)):
-                    _scan_text_units(child, "caption")
+                    self.text_units(child, "caption")
+                elif isinstance(child, nodes.TextElement):
+                    self.text_units(child, "output")
                 else:
-                    visit(child, True)
+                    self.visit(child, True, hidden)
                 continue
             if isinstance(child, nodes.TextElement):
                 kind = "caption" if isinstance(child, (nodes.caption, nodes.legend)) else "prose"
-                _scan_text_units(child, kind)
+                self.text_units(child, kind)
+            elif _is_cell(child) and self.by_cell is not None:
+                self.typed = self.by_cell.get(child.get("cell_index"), set())
+                self.visit(child, False, hidden or _hides_input(child))
+                self.typed = set()
             else:
-                visit(child, False)
+                self.visit(child, False, hidden or _hides_input(child))
 
-    def _scan_text_units(node, kind):
+    def text_units(self, node, kind):
         if isinstance(node, nodes.TextElement):
-            _scan_unit(node, kind, phrases, findings)
+            self.unit(node, kind)
             for img in node.findall(nodes.image):
                 if img.get("alt"):
-                    _scan_pieces([(img["alt"], CHECK)], _line_of(img), "alt", phrases, findings)
+                    self.pieces([(img["alt"], CHECK)], _line_of(img), "alt")
         else:
             for child in node.children:
                 if isinstance(child, nodes.Element) and not _skip_subtree(child):
-                    _scan_text_units(child, kind)
+                    self.text_units(child, kind)
 
-    visit(doctree, False)
-    return findings
+    def quoted_box(self, box, in_output, hidden):
+        # a box titled "Quoted ...": another work's numbers, quoted with their source
+        # (DESIGN: external numbers are marked as quotations and are not pinned). It must
+        # name the source, and a table column of ours inside it is checked as usual.
+        if not _cites(box):
+            self.add("", _line_of(box), "box", "bare", " ".join(_box_title(box).split()),
+                     "a box titled \"Quoted ...\" must name its source with a {cite}", "boxes")
+        _mark_our_columns(box)
+        first = len(self.findings)
+        self.visit(box, in_output, hidden)
+        for f in self.findings[first:]:
+            ours = f.__dict__.pop("_ours", False)
+            if f.cls in ("declared", "bare") and f.kind not in ("pin", "box") and not ours:
+                f.cls = "quoted"
+                f.rule = ""
+            elif ours and f.cls == "bare" and not f.rule:
+                f.rule = "boxes"
+
+    def record_box(self, box, in_output, hidden):
+        # a box titled "Record ...": a machine's numbers as measured once, with the date (and
+        # machine) in the title; shown as a record, outside the checked claims
+        title = " ".join(_box_title(box).split())
+        if self.executes:
+            self.add("", _line_of(box), "box", "bare", title,
+                     "a page that executes code measures its numbers in the build: a "
+                     "\"Record ...\" box belongs on a page without code", "boxes")
+        if not _ISO_DATE.search(title):
+            self.add("", _line_of(box), "box", "bare", title,
+                     "a box titled \"Record ...\" must carry the date of the record "
+                     "(YYYY-MM-DD) and the machine in its title", "boxes")
+        first = len(self.findings)
+        self.visit(box, in_output, hidden)
+        for f in self.findings[first:]:
+            if f.cls in ("declared", "bare") and f.kind not in ("pin", "box"):
+                f.cls = "recorded"
+                f.rule = ""
+
+
+def scan(doctree, phrases: list[str], typed: set[float] | None = None,
+         executes: bool = False) -> list[Finding]:
+    """Every number token a reader sees on the page, classed (see :class:`Finding`).
+
+    ``typed``: the numbers the page's code typed for display (:func:`code_literals`), a set or,
+    per code cell, a dict {cell index: set}; a number of a Markdown/HTML output, or of a print
+    under a hidden input, is checked like prose when its cell typed it, and counted as
+    computed otherwise. ``executes``: the page has code (a
+    Record box is refused there: such a page measures its numbers in the build).
+    """
+    scanner = _Scanner(phrases, typed, executes)
+    scanner.visit(doctree)
+    return scanner.findings
 
 
 def counts(findings: list[Finding]) -> dict:
-    c = {"found": len(findings), "pinned": 0, "declared": 0, "quoted": 0, "bare": 0}
+    c = {"found": len(findings), "pinned": 0, "declared": 0, "quoted": 0, "recorded": 0,
+         "computed": 0, "bare": 0}
     for f in findings:
         c[f.cls] += 1
     return c
@@ -439,8 +888,11 @@ def place(where: str, line: int | None) -> str:
 
 
 def message(where: str, f: Finding) -> str:
-    what = {"caption": "in a figure caption", "alt": "in alt text", "math": "in inline maths",
-            "prose": ""}[f.kind]
+    if f.why:
+        return f'number {place(where, f.line)}: {f.why}: "{f.context}"'
+    what = {"caption": "in a figure caption", "alt": "in alt text", "math": "in maths",
+            "prose": "", "output": "in a code output shown as prose (typed in the code)"
+            }.get(f.kind, "")
     return (f"number {place(where, f.line)}: bare number {f.number} {what}".rstrip()
             + f': "{f.context}" -- pin it ({{pin}}`name={f.number}`, pin(name=...) in code) '
             "or, if the page chose it, declare the phrase under `settings:` in the front matter")
@@ -538,7 +990,8 @@ def _read_pages(pages: list[Path], root: Path) -> dict:
                     rec = state.get(doc, {})
                     results[page] = {"findings": rec.get("numbers", []),
                                      "problems": rec.get("setting_problems", []),
-                                     "unused": rec.get("unused_settings", [])}
+                                     "unused": rec.get("unused_settings", []),
+                                     "settings": len(read_settings(page)[0])}
         finally:
             nb_read.read_myst_markdown_notebook = original_md
             nb_read.standard_nb_read = original_ipynb
@@ -565,33 +1018,42 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no such page: {p}")
     root = _book_root(pages[0])
     results = _read_pages(pages, root)
-    total = {"found": 0, "pinned": 0, "declared": 0, "quoted": 0, "bare": 0}
+    total = {"found": 0, "pinned": 0, "declared": 0, "quoted": 0, "recorded": 0,
+             "computed": 0, "bare": 0, "settings": 0, "refused": 0}
     failed = False
     for page in pages:
         res = results[page]
         rel = page.resolve().relative_to(root)
         findings = [Finding(**f) for f in res["findings"]]
         for problem in res["problems"]:
-            print(f"{rel}: {problem}")
-            failed = True
+            print(f"{rel}: refused: {problem}")
         for f in findings:
             if f.cls == "bare" or args.all:
                 tag = "" if f.cls == "bare" else f" [{f.cls}]"
-                print(f"{place(str(rel), f.line)}: {f.number}{tag} ({f.kind}) \"{f.context}\"")
+                rule = f" [rule: {f.rule}]" if f.rule else ""
+                what = f" {f.why}" if f.why else ""
+                print(f"{place(str(rel), f.line)}: {f.number}{tag} ({f.kind}){rule}{what} "
+                      f"\"{f.context}\"")
         for phrase in res["unused"]:
-            print(f"{rel}: note: setting {phrase!r} occurs nowhere in the page's checked text")
+            print(f"{rel}: note: setting {phrase!r} declares nothing the page's checked text "
+                  "shows (its occurrences, if any, are in maths, code or outputs)")
         c = counts(findings)
+        c["settings"], c["refused"] = res["settings"], len(res["problems"])
         for k in total:
             total[k] += c[k]
-        failed |= c["bare"] > 0
-        print(f"{rel}: {c['found']} numbers: {c['pinned']} pinned, {c['declared']} declared, "
-              f"{c['quoted']} quoted, {c['bare']} bare")
+        failed |= c["bare"] > 0 or c["refused"] > 0
+        print(f"{rel}: {_summary(c)}")
     if len(pages) > 1:
-        print(f"total: {total['found']} numbers: {total['pinned']} pinned, "
-              f"{total['declared']} declared, {total['quoted']} quoted, {total['bare']} bare")
+        print(f"total: {_summary(total)}")
     sys.stdout.flush()
     print(f"({time.time() - t0:.1f} s, nothing executed)", file=sys.stderr)
     return 1 if failed else 0
+
+
+def _summary(c: dict) -> str:
+    return (f"{c['found']} numbers: {c['pinned']} pinned, {c['declared']} declared, "
+            f"{c['quoted']} quoted, {c['recorded']} recorded, {c['computed']} computed, "
+            f"{c['bare']} bare; {c['settings']} settings, {c['refused']} refused")
 
 
 def _book_root(page: Path) -> Path:

@@ -864,7 +864,8 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
         ``top_fifth`` (expected accuracy of the kept most confident ``coverage`` share, ties
         broken at random); ``oracle`` (AURC of the perfect ordering: every correct
         prediction before any wrong one); ``temperatures``, ``scores``, ``rows``,
-        ``sequences``, ``draws``.
+        ``sequences``, ``draws``; ``level`` (0.95, the intervals' coverage: the 2.5th and
+        97.5th percentiles of the paired bootstrap differences).
     """
     logp = _log_of(p)
     n = logp.shape[0]
@@ -894,7 +895,7 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
             table[(name, t)] = {"aurc": a, "difference": a - ref_aurc, "low": float(low),
                                 "high": float(high), "top_fifth": acc}
     return {"table": table, "oracle": aurc(ok.astype(float), ok), "temperatures": ts,
-            "scores": SCORES, "rows": n, "sequences": n_seq, "draws": draws}
+            "scores": SCORES, "rows": n, "sequences": n_seq, "draws": draws, "level": 0.95}
 
 
 def _nll_curve(logp: np.ndarray, y: np.ndarray):
