@@ -273,7 +273,8 @@ def linked_anchors(html_dir: Path, entries: list[Entry]) -> dict[str, set[str]]:
     return found
 
 
-def print_page(driver, base: str, entry: Entry, book_title: str, anchors=()) -> None:
+def print_page(driver, base: str, entry: Entry, book_title: str, anchors=(),
+               wrapped: bool = False) -> None:
     start = time.time()
     driver.get(base + entry.html)
     report = driver.execute_async_script(_PREPARE)
@@ -293,7 +294,8 @@ def print_page(driver, base: str, entry: Entry, book_title: str, anchors=()) -> 
     if problems:
         raise RuntimeError(f"{entry.html}: " + "; ".join(problems))
     entry.title = report["title"]
-    entry.wrapped = wrapped_lines(driver)
+    if wrapped:  # a relayout at the printed width: seconds per page, so only when asked
+        entry.wrapped = wrapped_lines(driver)
     entry.pdf = print_pdf(driver, head=f"{book_title} \u00b7 {entry.title}", scale=SCALE)
     entry.seconds = time.time() - start
 
@@ -508,7 +510,7 @@ def stamp(writer, page_range, numbers, first_number: int = 1) -> None:
         writer.pages[i].merge_page(numbers.pages[first_number - 1 + k])
 
 
-def build(html_dir: Path, out: Path, jobs: int, toc: Path) -> dict:
+def build(html_dir: Path, out: Path, jobs: int, toc: Path, wrapped: bool = False) -> dict:
     from pypdf import PdfReader, PdfWriter
     from pypdf.constants import PageLabelStyle
 
@@ -530,8 +532,14 @@ def build(html_dir: Path, out: Path, jobs: int, toc: Path) -> dict:
     try:
         jobs = max(1, min(jobs, len(entries)))
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            drivers = list(pool.map(lambda k: start_browser(str(tmp / f"profile{k}")),
-                                    range(jobs)))
+            starting = [pool.submit(start_browser, str(tmp / f"profile{k}")) for k in range(jobs)]
+            for f in starting:
+                try:
+                    drivers.append(f.result())
+                except Exception as exc:  # noqa: BLE001 (the others must still be closed)
+                    failed = exc
+            if len(drivers) < jobs:
+                raise RuntimeError(f"pdf: the browser did not start: {failed}")
         t_start = time.time() - t0
         anchors = linked_anchors(html_dir, entries)
         # Largest pages first, so no browser is left with a long page at the end.
@@ -544,7 +552,8 @@ def build(html_dir: Path, out: Path, jobs: int, toc: Path) -> dict:
                     if not queue:
                         return
                     entry = queue.pop(0)
-                print_page(driver, base, entry, book_title, anchors.get(entry.html, ()))
+                print_page(driver, base, entry, book_title, anchors.get(entry.html, ()),
+                           wrapped)
 
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             for f in [pool.submit(worker, d) for d in drivers]:
@@ -581,7 +590,10 @@ def build(html_dir: Path, out: Path, jobs: int, toc: Path) -> dict:
                 pass
         httpd.shutdown()
         httpd.server_close()
+        shutil.rmtree(tmp, ignore_errors=True)
 
+    for old in out.rglob("*.pdf") if out.exists() else []:
+        old.unlink()  # no PDF of a page the table of contents no longer has
     out.mkdir(parents=True, exist_ok=True)
     # One PDF per page, numbered from 1, its headings as bookmarks.
     for e in entries:
@@ -632,7 +644,6 @@ def build(html_dir: Path, out: Path, jobs: int, toc: Path) -> dict:
     if site.exists():
         shutil.rmtree(site)
     shutil.copytree(out, site)
-    shutil.rmtree(tmp, ignore_errors=True)
     return {"pages": len(w.pages), "entries": len(entries), "start_s": t_start,
             "print_s": t_print, "total_s": time.time() - t0,
             "slowest": sorted(((e.seconds, e.html) for e in entries), reverse=True)[:3],
@@ -652,12 +663,14 @@ def main(argv=None) -> int:
     ap.add_argument("--toc", type=Path, default=ROOT / "_toc.yml")
     ap.add_argument("--jobs", type=int, default=min(4, os.cpu_count() or 1),
                     help="browsers printing at once (default: min(4, CPUs))")
+    ap.add_argument("--wrapped", action="store_true",
+                    help="also report the code lines too long for the printed column (slower)")
     args = ap.parse_args(argv)
     for exe in (CHROMIUM, CHROMEDRIVER):
         if not Path(exe).is_file():
             raise SystemExit(f"pdf: {exe} not found: install the browser with "
                              "`bash scripts/setup_browser.sh`")
-    info = build(args.html, args.out, args.jobs, args.toc)
+    info = build(args.html, args.out, args.jobs, args.toc, args.wrapped)
     print(f"pdf: {info['entries']} pages of the table of contents, {info['pages']} PDF pages "
           f"-> {args.out / 'book.pdf'} (and one PDF per page; copied to "
           f"{args.html / 'pdf'}) in {info['total_s']:.0f} s (browsers {info['start_s']:.0f} s, "
