@@ -249,6 +249,7 @@ def print_pdf(driver, head: str = "", outline: bool = True, scale: float = 1.0) 
 _ANCHORS = r"""
 const box = document.createElement('div');
 box.className = 'pdf-anchors';
+box.style.cssText = 'position:absolute;left:0;top:0;width:1px;height:1px;overflow:hidden;';
 for (const id of arguments[0]) {
   if (!document.getElementById(id)) continue;
   const a = document.createElement('a');
