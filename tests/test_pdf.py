@@ -87,23 +87,30 @@ def norm(text: str) -> str:
 # What the sources say
 
 
-def toc_pages() -> list[str]:
-    """The docnames of ``_toc.yml``, in reading order."""
+def toc_levels() -> list[tuple[str, int]]:
+    """(docname, depth of its bookmark) for the pages of ``_toc.yml``, in reading order: the
+    landing page at the top, a chapter under its part (or at the top without parts), a
+    section under its chapter."""
     import yaml
 
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
-    pages = [toc["root"]]
+    pages = [(toc["root"], 0)]
 
-    def walk(items):
+    def walk(items, depth):
         for item in items or []:
             if "file" in item:
-                pages.append(item["file"])
-            walk(item.get("sections"))
+                pages.append((item["file"], depth))
+            walk(item.get("sections"), depth + 1)
 
     for part in toc.get("parts", []):
-        walk(part.get("chapters"))
-    walk(toc.get("chapters"))
+        walk(part.get("chapters"), 1)
+    walk(toc.get("chapters"), 0)
     return pages
+
+
+def toc_pages() -> list[str]:
+    """The docnames of ``_toc.yml``, in reading order."""
+    return [docname for docname, _ in toc_levels()]
 
 
 def _body_lines(docname: str) -> list[str]:
@@ -272,12 +279,12 @@ def chapters() -> dict[str, range]:
     pages = toc_pages()
     marks = bookmarks()
     starts, i = {}, 0
-    for docname in pages:
+    for docname, depth in toc_levels():
         title = source_title(docname)
-        while i < len(marks) and marks[i][1] != title:
+        while i < len(marks) and (marks[i][1], marks[i][0]) != (title, depth):
             i += 1
-        assert i < len(marks), (f"no bookmark {title!r} ({docname}) after the previous page's: "
-                                f"bookmarks {[m[1] for m in marks]}")
+        assert i < len(marks), (f"no bookmark {title!r} at depth {depth} ({docname}) after the "
+                                f"previous page's: bookmarks {[m[:2] for m in marks]}")
         starts[docname] = marks[i][2]
         i += 1
     ends = [starts[d] for d in pages[1:]] + [len(book_text()) - 1]  # pdftotext ends with \f
