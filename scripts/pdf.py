@@ -16,13 +16,21 @@ What the script does, in order:
    unloaded, and prints it (A4, a running head with the page's title, an outline from its
    headings);
 3. writes the title page and a table of contents with page numbers, and prints them;
-4. stamps page numbers (each page's PDF counts from 1; the book counts its main matter from 1
-   after the front matter, whose pages are labelled i, ii, ...), turns the links between pages
+4. stamps page numbers, from a sheet of empty pages that Chromium numbers itself (its
+   header/footer ``pageNumber``), merged onto the pages with pypdf (each page's PDF counts
+   from 1; the book counts its main matter from 1 after the front matter, whose pages are
+   labelled i, ii, ...), turns the links between pages
    into links inside the book (a page's own PDF drops them: their targets are other files),
    adds the bookmarks (part, chapter, section, headings) and writes
    ``_build/pdf/<page>.pdf`` for every page and ``_build/pdf/book.pdf``;
 5. copies the PDFs into the site, ``_build/html/pdf/``, where the landing page's link and the
    ``.pdf`` entry of every page's download menu (``book/_static/pdf-links.js``) point.
+
+Why Chromium and not LaTeX: the browser is already installed for the site test, the HTML is
+what the build checked (a LaTeX build would be a second Sphinx build, with its own rendering
+of every directive, and a TeX Live installation in CI), and MathJax, the theorems, the
+figures and the theme's print stylesheet already print cleanly. ``--wrapped`` reports code
+lines too long for the printed column (the print stylesheet wraps them rather than cut them).
 
 Any page that does not load, any figure that does not load, any block that stays closed makes
 the script fail with the page named. ``tests/test_pdf.py`` checks the result.
