@@ -197,6 +197,8 @@ const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimati
     mathErrors: document.querySelectorAll('mjx-merror, [data-mjx-error]').length,
     untypeset: Array.from(document.querySelectorAll('.math'))
                  .filter(m => !m.querySelector('mjx-container')).length,
+    failed: performance.getEntriesByType('resource')
+              .filter(r => r.responseStatus >= 400).map(r => `${r.name} (${r.responseStatus})`),
   });
 })().catch(e => done({error: String(e)}));
 """
@@ -295,6 +297,8 @@ def print_page(driver, base: str, entry: Entry, book_title: str, anchors=(),
     else:
         if report["hidden"]:
             problems.append(f"blocks still closed after opening: {report['hidden']}")
+        if report["failed"]:
+            problems.append(f"files of the site that did not load: {report['failed']}")
         if report["broken"]:
             problems.append(f"images that did not load: {report['broken']}")
         if report["mathErrors"] or report["untypeset"]:
