@@ -188,8 +188,8 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
                 results[s, p] = json.loads(path.read_text())
     caps = sorted({f"{s} -> {r['capability']}" for (s, _), r in results.items()})
     lines += ["torch kernels used: " + "; ".join(caps), ""]
-    head = ("| page | pins | setting | changed | max rel. change | crossed | absorbed by "
-            "margin | failing | outputs changed | figures changed | wall s | CPU s |")
+    head = ("| page | pins | setting | changed | max rel. change | quotes crossed | absorbed by "
+            "margin | quotes failing | outputs changed | figures changed | wall s | CPU s |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     failing: list[str] = []
     crossings: list[str] = []

@@ -26,6 +26,24 @@ in the build, after the sanitisers of ``tests/nbval_sanitize.cfg``. On top of nb
 
 A difference names the page, the code cell and both outputs in full (with a diff).
 
+**In another arithmetic.** That exact comparison holds only when the re-execution computes as
+the build did: the same torch CPU kernels (``ATEN_CPU_CAPABILITY``; the kernels torch really
+uses, since asking for more than the CPU offers falls back) and the same thread count
+(``OMP_NUM_THREADS``, which orders the sums). ``scripts/book.sh`` records the build's in
+``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``.ci/run``:
+``default/1``) starts the kernels in another (:func:`kernel_env`). When the two differ, last
+bits differ by design and the comparison is of what a reader is told:
+
+* every pin is checked against every quote of it in the book's prose (any page's ``{pin}``
+  quote, read with the build's parser; the build's check, with its margin,
+  :func:`standarderror.book.check_quote`), not against the build's last bits;
+* printed numbers are compared like pins: each may be the build's or its neighbour at the
+  printed precision (one unit in the last printed digit, the most a rounding boundary crossed
+  by last-bit noise moves it); the text around them, and any number further off, exactly;
+* figures must be the same in number and in size (pixels may move).
+
+The pytest header says which comparison ran.
+
 ``NOTEBOOKS_FROM`` chooses: ``auto`` (default: the build's notebook where it is fresh, the source
 otherwise), ``build`` (every page from a fresh build notebook, or the page fails: ``.ci/run``
 sets this after building the book), ``source`` (every page from its source).
