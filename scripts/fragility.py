@@ -97,18 +97,26 @@ def execute(page: str, target: Path) -> None:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     pins, outputs, figures = {}, [], []
     for k, cell in enumerate(c for c in nb.cells[:-1] if c.cell_type == "code"):
+        # a cell that nbval does not compare (a timing) is not compared here either
+        ignored = "NBVAL_IGNORE_OUTPUT" in cell.source or "nbval-ignore-output" in cell.get(
+            "metadata", {}).get("tags", [])
+        shown = []   # the cell's text outputs in order, joined: chunking does not matter
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             name = out.get("metadata", {}).get("scrapbook", {}).get("name")
             if name and GLUE_PREFIX + "text/plain" in data:
                 pins[name] = _text(data[GLUE_PREFIX + "text/plain"])
+            elif ignored:
+                continue
             elif out.get("output_type") == "stream":
-                outputs.append([k, _text(out["text"])])
+                shown.append(_text(out["text"]))
             elif "image/png" in data:
                 figures.append([k, hashlib.sha256(_text(data["image/png"]).encode()).hexdigest()])
             elif "text/plain" in data or "text/markdown" in data or "text/html" in data:
                 mime = next(m for m in ("text/markdown", "text/html", "text/plain") if m in data)
-                outputs.append([k, _text(data[mime])])
+                shown.append(_text(data[mime]))
+        if shown:
+            outputs.append([k, "".join(shown)])
     capability = _text(nb.cells[-1].outputs[0]["text"]).strip()
     target.write_text(json.dumps({
         "page": page, "sha256": sha256(source), "env": {
@@ -222,13 +230,14 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
                     if not ok:
                         bad += 1
                         failing.append(f"- {s}: {where}: computed {now} (exact value {raw})")
-            outs = sum(a != b for a, b in zip(res["outputs"], ref["outputs"]))
-            outs += abs(len(res["outputs"]) - len(ref["outputs"]))
+            mine, theirs = _by_cell(res["outputs"]), _by_cell(ref["outputs"])
+            outs = sum(mine.get(k) != theirs.get(k) for k in set(mine) | set(theirs))
             figs = sum(a != b for a, b in zip(res["figures"], ref["figures"]))
             figs += abs(len(res["figures"]) - len(ref["figures"]))
-            for (ka, a), (kb, b) in zip(ref["outputs"], res["outputs"]):
-                if a != b:
-                    changes.append(f"- {s}: {p}, code cell {ka}: " + _first_difference(a, b))
+            for k in sorted(set(mine) | set(theirs)):
+                if mine.get(k) != theirs.get(k):
+                    changes.append(f"- {s}: {p}, code cell {k}: " + _first_difference(
+                        theirs.get(k, ""), mine.get(k, "")))
             lines.append(f"| {p} | {len(pins)} | {s} | {len(changed)} | {rel:.1e} | {crossed} | "
                          f"{absorbed} | {bad} | {outs} | {figs} | {res['wall_s']:.0f} | "
                          f"{res['cpu_s']:.0f} |")
@@ -242,6 +251,13 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
     (out / "report.md").write_text(text)
     print(text)
     return 1 if failing else 0
+
+
+def _by_cell(outputs: list) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for k, text in outputs:
+        out[k] = out.get(k, "") + text
+    return out
 
 
 def _first_difference(a: str, b: str) -> str:

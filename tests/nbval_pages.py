@@ -551,10 +551,19 @@ def _reconcile_numbers(test: list, ref: list) -> list:
     the build's; any other difference (text, a number further off) is compared exactly."""
     import copy
 
+    def kind(o):
+        return o.get("output_type"), o.get("name"), tuple(sorted(o.get("data", {})))
+
+    by_kind: dict = {}
+    for r in ref:
+        by_kind.setdefault(kind(r), []).append(r)
+    seen: dict = {}
     out = []
-    for k, t in enumerate(test):
-        r = ref[k] if k < len(ref) else None
-        if r is None or t.get("output_type") != r.get("output_type"):
+    for t in test:   # the j-th output of a kind is compared with the build's j-th of that kind
+        j = seen[kind(t)] = seen.get(kind(t), -1) + 1
+        same = by_kind.get(kind(t), [])
+        r = same[j] if j < len(same) else None
+        if r is None:
             out.append(t)
             continue
         t = nbformat.from_dict(copy.deepcopy(dict(t)))
