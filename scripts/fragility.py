@@ -202,6 +202,7 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
     failing: list[str] = []
     crossings: list[str] = []
     changes: list[str] = []
+    largest: list[str] = []
     for p in pages:
         doc = p[:-3]
         ref = results.get((ref_setting, p))
@@ -213,8 +214,10 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
                 continue
             pins = res["pins"]
             changed = [n for n in pins if n in ref["pins"] and pins[n] != ref["pins"][n]]
-            rel = max([rel_change(float(ref["pins"][n]), float(pins[n])) for n in changed],
-                      default=0.0)
+            rel, worst = max([(rel_change(float(ref["pins"][n]), float(pins[n])), n)
+                              for n in changed], default=(0.0, ""))
+            if worst:
+                largest.append(f"- {s}: {p}: {worst} {ref['pins'][worst]} -> {pins[worst]}")
             crossed = absorbed = bad = 0
             for n, raw in sorted(pins.items()):
                 for qpage, line, quoted in quotes.get((doc, n), []):
@@ -244,6 +247,7 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
     lines += ["", f"Margin of the pin check: {BOUNDARY_MARGIN} of the quote's last unit.", "",
               "## Quotes that cross a rounding boundary", ""] + (crossings or ["none"])
     lines += ["", "## Quotes that fail the pin check", ""] + (failing or ["none"])
+    lines += ["", "## The pin that moved most, per page and setting", ""] + (largest or ["none"])
     lines += ["", "## Printed outputs that changed (first differing line)", ""] + (
         changes or ["none"])
     text = "\n".join(lines) + "\n"

@@ -46,11 +46,13 @@ def test_every_notebook_page_is_planned_once():
     assert {how for how, _, _ in plan.values()} <= {"strict", "lax", "missing"}
 
 
-def test_sanitisers_are_few_and_each_is_explained():
-    """Every sanitiser in tests/nbval_sanitize.cfg is preceded by a comment saying what varies
-    and where; and there are few of them (each one is a hole in the comparison)."""
-    text = (ROOT / "tests" / "nbval_sanitize.cfg").read_text()
-    patterns = nbval_pages.sanitize_patterns()
+@pytest.mark.parametrize("name", ["nbval_sanitize.cfg", "nbval_sanitize_arithmetic.cfg"])
+def test_sanitisers_are_few_and_each_is_explained(name):
+    """Every sanitiser in tests/nbval_sanitize.cfg (and in the one for another arithmetic) is
+    preceded by a comment saying what varies and where; and there are few of them (each one is
+    a hole in the comparison)."""
+    text = (ROOT / "tests" / name).read_text()
+    patterns = nbval_pages.sanitize_patterns(ROOT / "tests" / name)
     assert len(patterns) <= 6, "more than six sanitisers: is every one of them needed?"
     blocks = re.findall(r"((?:^#.*\n)+)^regex: ", text, flags=re.M)
     assert len(blocks) == len(patterns), "every regex needs a comment block above it"
