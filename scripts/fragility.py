@@ -253,6 +253,9 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
               "## Quotes that cross a rounding boundary", ""] + (crossings or ["none"])
     lines += ["", "## Quotes that fail the pin check", ""] + (failing or ["none"])
     lines += ["", "## The pin that moved most, per page and setting", ""] + (largest or ["none"])
+    lines += ["", "## Quotes near a boundary (a change ten times the largest measured would "
+              "carry the value past the margin)", ""] + (
+        _near(pages, settings, results, quotes) or ["none"])
     lines += ["", "## Printed outputs that changed (first differing line)", ""] + (
         changes or ["none"])
     text = "\n".join(lines) + "\n"
@@ -260,6 +263,31 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
     (out / "report.md").write_text(text)
     print(text)
     return 1 if failing else 0
+
+
+def _near(pages, settings, results, quotes) -> list[str]:
+    """Quotes that a larger change of arithmetic (another CPU) could carry across a boundary."""
+    from standarderror.book import BOUNDARY_MARGIN, parse_quote
+
+    out = []
+    for p in pages:
+        ref = results.get((settings[0], p))
+        if ref is None:
+            continue
+        for n, raw in sorted(ref["pins"].items()):
+            values = [float(r["pins"][n]) for (s, q), r in results.items()
+                      if q == p and n in r["pins"]]
+            for qpage, line, quoted in quotes.get((p[:-3], n), []):
+                q = parse_quote(quoted)
+                scale = (100 if q.percent else 1) * 10.0 ** q.decimals
+                v = float(raw) * scale
+                inside = 0.5 - abs(v - float(quoted.replace(",", "").rstrip("%")) *
+                                   10.0 ** q.decimals)
+                moved = (max(values) - min(values)) * scale
+                if inside + BOUNDARY_MARGIN < 10 * moved:
+                    out.append(f"- {qpage}:{line} {n}={quoted}: value {raw}, {inside:.3f} units "
+                               f"inside the boundary; moved {moved:.1e} units across settings")
+    return out
 
 
 def _by_cell(outputs: list) -> dict[int, str]:
