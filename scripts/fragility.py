@@ -18,8 +18,8 @@ and ``THREADS`` is ``OMP_NUM_THREADS``. The first setting is the reference: the 
 (``native/2``, what ``scripts/book.sh`` uses). Each execution runs in its own process under
 ``nice``, pages one after the other, so the tool can share a busy machine; pass the cheap pages
 first. One JSON per page and setting is kept under ``--out`` (default ``_build/fragility``),
-with the page's SHA-256: a page already executed under a setting is not executed again unless
-its source changed or ``--force`` is given, so a long run can be interrupted and resumed. A
+with a SHA-256 of the page's code cells: a page already executed under a setting is not
+executed again unless its code changed or ``--force`` is given, so a long run can be interrupted and resumed. A
 cell may take ``FRAGILITY_TIMEOUT_FACTOR`` (default 4) times its page's per-cell timeout, as
 a shared machine runs it slower than the book's budget assumes.
 
@@ -75,6 +75,16 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def code_sha256(page: str) -> str:
+    """A digest of the page's code cells: what an execution depends on (the prose, quotes
+    included, is read afresh by every report)."""
+    import jupytext
+
+    nb = jupytext.read(ROOT / page)
+    code = "\0".join(c.source for c in nb.cells if c.cell_type == "code")
+    return hashlib.sha256(code.encode()).hexdigest()
+
+
 # --------------------------------------------------------------------------------------------
 # One execution (runs in a child process, under the setting's environment)
 
@@ -124,7 +134,7 @@ def execute(page: str, target: Path) -> None:
             outputs.append([k, "".join(shown)])
     capability = _text(nb.cells[-1].outputs[0]["text"]).strip()
     target.write_text(json.dumps({
-        "page": page, "sha256": sha256(source), "env": {
+        "page": page, "code_sha256": code_sha256(page), "env": {
             k: os.environ.get(k) for k in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS")},
         "capability": capability, "wall_s": round(wall, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
@@ -145,7 +155,9 @@ def run(pages: list[str], settings: list[str], out: Path, force: bool, nice: int
             target = result_path(out, setting, page)
             if target.is_file() and not force:
                 try:
-                    if json.loads(target.read_text())["sha256"] == sha256(ROOT / page):
+                    kept = json.loads(target.read_text())
+                    if kept.get("code_sha256", kept.get("sha256")) in (
+                            code_sha256(page), sha256(ROOT / page)):
                         print(f"fragility: {setting:10} {page}: kept (executed before)")
                         continue
                 except (ValueError, KeyError):

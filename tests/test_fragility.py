@@ -29,7 +29,7 @@ def test_setting_env_native_unsets_the_capability(monkeypatch):
 def _result(out: Path, setting: str, pins: dict, outputs: list) -> None:
     path = fragility.result_path(out, setting, "book/model.md")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"page": "book/model.md", "sha256": "", "capability": "X",
+    path.write_text(json.dumps({"page": "book/model.md", "code_sha256": "", "capability": "X",
                                 "wall_s": 1, "cpu_s": 1, "pins": pins, "outputs": outputs,
                                 "figures": []}))
 
