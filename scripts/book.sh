@@ -11,4 +11,13 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 rm -rf _build
 start=$(date +%s)
 .venv/bin/jupyter-book build . --all -W --keep-going "$@"
+# Which arithmetic executed the pages (torch's CPU kernels, the thread count): the strict
+# re-execution of the tests compares outputs exactly only in the same one (tests/nbval_pages.py).
+.venv/bin/python - <<'PY'
+import json, os, torch
+json.dump({"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+           "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"],
+           "capability": torch.backends.cpu.get_cpu_capability()},
+          open("_build/jupyter_execute/arithmetic.json", "w"))
+PY
 echo "book: built fresh in $(( $(date +%s) - start )) s -> _build/html/index.html"

@@ -2,15 +2,23 @@
 # Create .venv (if needed) and install standarderror with its book and test extras.
 # Called by scripts/book.sh and scripts/test.sh; safe to run repeatedly.
 #
+# Versions: by default every package is installed at the exact version of lock.txt, the versions
+# the book's numbers were measured with (a constraints file: `pip install -c lock.txt`; see the
+# README, "The lock file"). LOCK=0 installs the newest releases that pyproject.toml's ranges
+# allow instead (upgrading what is installed), torch excepted; scripts/lock.sh rewrites lock.txt
+# from a clean install.
+#
 # torch: the package needs a CPU build of PyTorch. We install torch first, pinned, so that the
 # dependency resolver never replaces it with a multi-GB CUDA build:
-#   - TORCH_SPEC (default "torch==2.13.0") is what gets installed;
+#   - TORCH_SPEC (default: lock.txt's torch, "torch==2.13.0") is what gets installed;
 #   - TORCH_PIP_ARGS (default empty) is passed to that one pip call, e.g. the CPU-only wheel
 #     index from PyTorch's installation page on a Linux laptop where PyPI serves CUDA builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+LOCK=${LOCK:-1}
+LOCKFILE=lock.txt
+TORCH_SPEC=${TORCH_SPEC:-$(grep -m1 '^torch==' "$LOCKFILE")}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
@@ -21,10 +29,21 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   $PIP install -q ${TORCH_PIP_ARGS:-} "$TORCH_SPEC"
 fi
 stamp=".venv/.standarderror-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "setup: installing standarderror[book,test] (editable)"
-  $PIP install -q -e ".[book,test]"
-  touch "$stamp"
+if [ "$LOCK" = 0 ]; then
+  # The newest releases, except torch: the one installed stays (a constraint on its version).
+  echo "setup: LOCK=0: installing standarderror[book,test] (editable) at the newest releases"
+  keep=$(mktemp)
+  .venv/bin/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > "$keep"
+  $PIP install -q -U --upgrade-strategy eager -c "$keep" -e ".[book,test]"
+  rm -f "$keep"
+  echo "newest" > "$stamp"
+else
+  want="lock $(sha256sum "$LOCKFILE" | cut -c1-64)"
+  if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    echo "setup: installing standarderror[book,test] (editable) at the versions of $LOCKFILE"
+    $PIP install -q -c "$LOCKFILE" -e ".[book,test]"
+    echo "$want" > "$stamp"
+  fi
 fi
 # Guard: the resolver must not have swapped torch for a CUDA build.
 .venv/bin/python - <<'PY'

@@ -45,6 +45,13 @@ def pytest_report_header(config):
              f"from {nbval_pages.built_dir()}, {len(lax)} executed from source (lax)"]
     if strict and lax:
         lines.append("  from source: " + ", ".join(lax))
+    if strict:
+        build, rerun = nbval_pages.arithmetics()
+        how = ("exact comparison" if nbval_pages.same_arithmetic() else
+               "another arithmetic: pins against their quotes, printed numbers like pins, "
+               "figures by size")
+        lines.append(f"  arithmetic (torch kernels/threads): build {build or 'not recorded'}, "
+                     f"re-execution {rerun}: {how}")
     return lines
 
 

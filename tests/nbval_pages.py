@@ -26,6 +26,24 @@ in the build, after the sanitisers of ``tests/nbval_sanitize.cfg``. On top of nb
 
 A difference names the page, the code cell and both outputs in full (with a diff).
 
+**In another arithmetic.** That exact comparison holds only when the re-execution computes as
+the build did: the same torch CPU kernels (``ATEN_CPU_CAPABILITY``; the kernels torch really
+uses, since asking for more than the CPU offers falls back) and the same thread count
+(``OMP_NUM_THREADS``, which orders the sums). ``scripts/book.sh`` records the build's in
+``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``.ci/run``:
+``default/1``) starts the kernels in another (:func:`kernel_env`). When the two differ, last
+bits differ by design and the comparison is of what a reader is told:
+
+* every pin is checked against every quote of it in the book's prose (any page's ``{pin}``
+  quote, read with the build's parser; the build's check, with its margin,
+  :func:`standarderror.book.check_quote`), not against the build's last bits;
+* printed numbers are compared like pins: each may be the build's or its neighbour at the
+  printed precision (one unit in the last printed digit, the most a rounding boundary crossed
+  by last-bit noise moves it); the text around them, and any number further off, exactly;
+* figures must be the same in number and in size (pixels may move).
+
+The pytest header says which comparison ran.
+
 ``NOTEBOOKS_FROM`` chooses: ``auto`` (default: the build's notebook where it is fresh, the source
 otherwise), ``build`` (every page from a fresh build notebook, or the page fails: ``.ci/run``
 sets this after building the book), ``source`` (every page from its source).
@@ -57,6 +75,8 @@ from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_pattern
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
+#: Added in another arithmetic only: printed measures of last-bit noise (see the file).
+SANITIZE_ARITHMETIC = ROOT / "tests" / "nbval_sanitize_arithmetic.cfg"
 PIN_PREFIX = "application/papermill.record/"  # standarderror.book.GLUE_PREFIX
 MODES = ("auto", "build", "source")
 
@@ -70,6 +90,41 @@ def notebook_pages() -> list[str]:
         if path.exists() and path.read_text().startswith("---\njupytext:"):
             pages.append(path.relative_to(ROOT).as_posix())
     return pages
+
+
+def toc_pages() -> list[str]:
+    """Every page of ``_toc.yml`` that is a Markdown file, as a path relative to the root."""
+    toc = (ROOT / "_toc.yml").read_text()
+    names = re.findall(r"(?:root|file):\s*(\S+)", toc)
+    return [f"{n}.md" for n in names if (ROOT / f"{n}.md").is_file()]
+
+
+_QUOTE_ROLE = re.compile(r"\{pin\}`([^`]*)`")
+
+
+def book_quotes() -> list[tuple[str, int, str, str, str]]:
+    """Every ``{pin}`` quote of the book's pages: (quoting page, line, docname of the page that
+    pins the value, name, quoted literal), read from the sources with the build's own parser
+    (:func:`standarderror.sphinxext._split`; a ``page:name`` quote names a docname or its last
+    component, as in the build)."""
+    from standarderror.sphinxext import _split
+
+    pages = toc_pages()
+    docs = [p[:-3] for p in pages]
+    out = []
+    for page in pages:
+        for i, line in enumerate((ROOT / page).read_text().splitlines(), 1):
+            for m in _QUOTE_ROLE.finditer(line):
+                parts = _split(m.group(1))
+                if parts is None:
+                    continue
+                other, name, quoted = parts
+                doc = page[:-3]
+                if other is not None:
+                    match = [d for d in docs if d == other or d.rsplit("/", 1)[-1] == other]
+                    doc = match[0] if len(match) == 1 else other
+                out.append((page, i, doc, name, quoted))
+    return out
 
 
 def code_cell_lines(page: str) -> list[int]:
@@ -87,6 +142,82 @@ def mode() -> str:
     if value not in MODES:
         raise pytest.UsageError(f"NOTEBOOKS_FROM={value!r}: use one of {', '.join(MODES)}")
     return value
+
+
+# --------------------------------------------------------------------------------------------
+# Arithmetic: which CPU kernels and how many threads the build and the re-execution use
+
+#: The build's arithmetic, written by scripts/book.sh next to the executed notebooks.
+ARITHMETIC_FILE = "arithmetic.json"
+_CAPABILITY = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+_capabilities: dict[tuple, str] = {}
+
+
+def rerun_setting() -> tuple[str | None, str | None]:
+    """``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (e.g. ``default/1``): the kernels that execute
+    the notebooks run with ``ATEN_CPU_CAPABILITY=CAPABILITY`` (``native``: unset) and
+    ``OMP_NUM_THREADS=THREADS``; unset, they inherit the test process's environment."""
+    value = os.environ.get("RERUN_ARITHMETIC", "").strip()
+    if not value:
+        return os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("OMP_NUM_THREADS")
+    cap, sep, threads = value.partition("/")
+    if not sep or not threads.isdigit() or cap not in ("native", "default", "avx2", "avx512"):
+        raise pytest.UsageError(f"RERUN_ARITHMETIC={value!r}: write CAPABILITY/THREADS, e.g. "
+                                "default/1 (CAPABILITY: native, default, avx2 or avx512)")
+    return (None if cap == "native" else cap), threads
+
+
+def kernel_env() -> dict[str, str]:
+    """The environment the notebooks' kernels start with."""
+    env = dict(os.environ)
+    cap, threads = rerun_setting()
+    env.pop("ATEN_CPU_CAPABILITY", None)
+    if cap:
+        env["ATEN_CPU_CAPABILITY"] = cap
+    if threads:
+        env["OMP_NUM_THREADS"] = threads
+    return env
+
+
+def capability(cap: str | None) -> str:
+    """The kernels torch really uses under ``ATEN_CPU_CAPABILITY=cap`` on this CPU (``AVX2``,
+    ``DEFAULT``, ...): asking for more than the CPU has falls back, so ``native`` and ``avx2``
+    are one arithmetic on an AVX2 machine."""
+    key = (cap,)
+    if key not in _capabilities:
+        import subprocess
+        import sys
+
+        env = dict(os.environ)
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if cap:
+            env["ATEN_CPU_CAPABILITY"] = cap
+        _capabilities[key] = subprocess.run([sys.executable, "-c", _CAPABILITY], env=env,
+                                            capture_output=True, text=True,
+                                            check=True).stdout.strip()
+    return _capabilities[key]
+
+
+def arithmetics() -> tuple[str | None, str]:
+    """(the build's arithmetic, the re-execution's), each as ``KERNELS/THREADS`` such as
+    ``AVX2/2``; the build's is None when it left no record (scripts/book.sh writes it)."""
+    cap, threads = rerun_setting()
+    rerun = f"{capability(cap)}/{threads or '?'}"
+    record = built_dir() / ARITHMETIC_FILE
+    if not record.is_file():
+        return None, rerun
+    data = json.loads(record.read_text())
+    return f"{data['capability']}/{data['OMP_NUM_THREADS']}", rerun
+
+
+def same_arithmetic() -> bool:
+    """Whether the strict re-execution runs in the build's arithmetic (exact comparison) or in
+    another (pins against their quotes, printed numbers like pins, figures by size): see the
+    module docstring. Without a record of the build's, the same unless RERUN_ARITHMETIC says."""
+    build, rerun = arithmetics()
+    if build is None:
+        return not os.environ.get("RERUN_ARITHMETIC", "").strip()
+    return build == rerun
 
 
 def _package_files() -> list[Path]:
@@ -195,7 +326,21 @@ class MissingBuild(pytest.Item):
         return self.path, 0, f"{self.name} (strict: no fresh build)"
 
 
-class SourceNotebook(IPyNbFile):
+class _KernelEnv:
+    """Start the kernel with :func:`kernel_env` (``RERUN_ARITHMETIC``)."""
+
+    def setup(self):
+        saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(kernel_env())
+        try:
+            super().setup()
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+class SourceNotebook(_KernelEnv, IPyNbFile):
     """The page converted by jupytext, executed as ``pytest --nbval-lax`` would."""
 
     page = note = ""
@@ -210,7 +355,7 @@ class SourceNotebook(IPyNbFile):
             yield cell
 
 
-class BuiltNotebook(IPyNbFile):
+class BuiltNotebook(_KernelEnv, IPyNbFile):
     """The notebook the build wrote, re-executed as ``pytest --nbval`` would, plus pins and
     figures (see the module docstring)."""
 
@@ -222,9 +367,10 @@ class BuiltNotebook(IPyNbFile):
         glue = self.path.with_suffix(".glue.json")
         self.build_pins = json.loads(glue.read_text()) if glue.is_file() else {}
         self.rerun_pins: dict[str, str] = {}
+        self.exact = same_arithmetic()
 
     def get_sanitize_files(self):
-        return [str(SANITIZE)]
+        return [str(SANITIZE)] + ([] if self.exact else [str(SANITIZE_ARITHMETIC)])
 
     def collect(self):
         for cell in super().collect():
@@ -279,6 +425,8 @@ class BuiltCell(PageCell):
     def compare_outputs(self, test, ref, skip_compare=None):
         pins = [o for o in test if _is_pin(o)]
         test = [o for o in test if not _is_pin(o)]
+        if not self.parent.exact:
+            test = _reconcile_numbers(test, ref)
         self._dumped = False
         if not super().compare_outputs(test, ref, skip_compare):
             if not self._dumped:
@@ -303,18 +451,36 @@ class BuiltCell(PageCell):
                 problems.append(f"pin {name!r} = {value} was not pinned by the build")
                 continue
             was = _text(build[name]["data"].get("text/plain"))
-            if was != value:
+            if self.parent.exact and was != value:
                 problems.append(f"pin {name!r}: the build computed {was}, the re-execution {value}")
+            elif not self.parent.exact:
+                problems += _check_against_quotes(self.parent.page, name, was, value)
         return self._fail(problems) if problems else True
 
     def _compare_figures(self, test, ref) -> bool:
         new, old = _pngs(test), _pngs(ref)
         if len(new) != len(old):
             return self._fail([f"the build drew {len(old)} figure(s), the re-execution {len(new)}"])
+        if not self.parent.exact:
+            return self._compare_figure_sizes(new, old)
         problems = []
         for k, (a, b) in enumerate(zip(old, new), 1):
             if a != b:
                 problems.append(f"figure {k}: " + _describe_png_difference(a, b, self._diff_stem(k)))
+        return self._fail(problems) if problems else True
+
+    def _compare_figure_sizes(self, new, old) -> bool:
+        """Under another arithmetic: the same figures, of the same size in pixels."""
+        import io
+
+        from matplotlib import image
+
+        problems = []
+        for k, (a, b) in enumerate(zip(old, new), 1):
+            x, y = image.imread(io.BytesIO(a)), image.imread(io.BytesIO(b))
+            if x.shape != y.shape:
+                problems.append(f"figure {k}: size {x.shape[1]}x{x.shape[0]} in the build, "
+                                f"{y.shape[1]}x{y.shape[0]} now")
         return self._fail(problems) if problems else True
 
     def _diff_stem(self, k: int) -> Path:
@@ -331,6 +497,85 @@ class BuiltCell(PageCell):
         lines += ["  " + d for d in difflib.unified_diff(
             left.splitlines(), right.splitlines(), "build", "re-execution", lineterm="", n=1)]
         self.comparison_traceback.extend(lines)
+
+
+_quotes: dict[tuple[str, str], list[tuple[str, int, str]]] = {}
+
+
+def _check_against_quotes(page: str, name: str, was: str, value: str) -> list[str]:
+    """Under another arithmetic: every quote of the pin, on any page, holds for the
+    re-execution's value (the build's pin check, margin included)."""
+    from standarderror.book import check_quote
+
+    if not _quotes:
+        for qpage, line, doc, qname, quoted in book_quotes():
+            _quotes.setdefault((doc, qname), []).append((qpage, line, quoted))
+    if (page[:-3], name) not in _quotes:
+        return [f"pin {name!r} = {value}: no page quotes it, so another arithmetic cannot be "
+                "checked against the prose"]
+    problems = []
+    for qpage, line, quoted in _quotes[(page[:-3], name)]:
+        ok, rendered = check_quote(quoted, float(value))
+        if not ok:
+            problems.append(f"pin {name!r}: quoted {quoted} ({qpage}:{line}), re-executed "
+                            f"{rendered} (exact value {value}; the build computed {was})")
+    return problems
+
+
+_NUMBER = re.compile(r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
+
+
+def _neighbours(a: str, b: str) -> bool:
+    """Whether two printed numbers are equal or one unit apart in their common last digit
+    (the most a last-bit change can move a printed value across a rounding boundary)."""
+    def form(t):
+        mant, _, exp = t.lower().partition("e")
+        return len(mant.partition(".")[2]), int(exp or 0)
+    if form(a) != form(b):
+        return False
+    decimals, exp = form(a)
+    return abs(float(a) - float(b)) <= 10.0 ** (exp - decimals) * (1 + 1e-9)
+
+
+def _reconcile_text(test: str, ref: str) -> str:
+    """``test`` with each printed number that is a neighbour of the build's (see
+    :func:`_neighbours`) replaced by the build's; anything else is left to differ."""
+    t, r = _NUMBER.split(test), _NUMBER.split(ref)
+    if len(t) != len(r):
+        return test
+    return "".join(b if k % 2 and a != b and _neighbours(a, b) else a
+                   for k, (a, b) in enumerate(zip(t, r)))
+
+
+def _reconcile_numbers(test: list, ref: list) -> list:
+    """Under another arithmetic, printed numbers are compared like pins: a re-executed output
+    whose numbers are each the build's or its neighbour at the printed precision is taken as
+    the build's; any other difference (text, a number further off) is compared exactly."""
+    import copy
+
+    def kind(o):
+        return o.get("output_type"), o.get("name"), tuple(sorted(o.get("data", {})))
+
+    by_kind: dict = {}
+    for r in ref:
+        by_kind.setdefault(kind(r), []).append(r)
+    seen: dict = {}
+    out = []
+    for t in test:   # the j-th output of a kind is compared with the build's j-th of that kind
+        j = seen[kind(t)] = seen.get(kind(t), -1) + 1
+        same = by_kind.get(kind(t), [])
+        r = same[j] if j < len(same) else None
+        if r is None:
+            out.append(t)
+            continue
+        t = nbformat.from_dict(copy.deepcopy(dict(t)))
+        if "text" in t and "text" in r:
+            t["text"] = _reconcile_text(_text(t["text"]), _text(r["text"]))
+        for mime, value in t.get("data", {}).items():
+            if mime.startswith("text/") and mime in r.get("data", {}):
+                t["data"][mime] = _reconcile_text(_text(value), _text(r["data"][mime]))
+        out.append(t)
+    return out
 
 
 def _dump(outputs, sanitize) -> str:
@@ -391,8 +636,8 @@ class PinsComplete(pytest.Item):
         return self.path, 0, f"{self.parent.page}::{self.name}"
 
 
-def sanitize_patterns() -> list[tuple[str, str]]:
-    return get_sanitize_patterns(SANITIZE.read_text())
+def sanitize_patterns(path: Path = SANITIZE) -> list[tuple[str, str]]:
+    return get_sanitize_patterns(path.read_text())
 
 
 __all__ = ["NotebookPages", "cleanup", "notebook_pages", "plan", "freshness", "NbCellError"]

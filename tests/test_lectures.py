@@ -46,11 +46,13 @@ def test_every_notebook_page_is_planned_once():
     assert {how for how, _, _ in plan.values()} <= {"strict", "lax", "missing"}
 
 
-def test_sanitisers_are_few_and_each_is_explained():
-    """Every sanitiser in tests/nbval_sanitize.cfg is preceded by a comment saying what varies
-    and where; and there are few of them (each one is a hole in the comparison)."""
-    text = (ROOT / "tests" / "nbval_sanitize.cfg").read_text()
-    patterns = nbval_pages.sanitize_patterns()
+@pytest.mark.parametrize("name", ["nbval_sanitize.cfg", "nbval_sanitize_arithmetic.cfg"])
+def test_sanitisers_are_few_and_each_is_explained(name):
+    """Every sanitiser in tests/nbval_sanitize.cfg (and in the one for another arithmetic) is
+    preceded by a comment saying what varies and where; and there are few of them (each one is
+    a hole in the comparison)."""
+    text = (ROOT / "tests" / name).read_text()
+    patterns = nbval_pages.sanitize_patterns(ROOT / "tests" / name)
     assert len(patterns) <= 6, "more than six sanitisers: is every one of them needed?"
     blocks = re.findall(r"((?:^#.*\n)+)^regex: ", text, flags=re.M)
     assert len(blocks) == len(patterns), "every regex needs a comment block above it"
@@ -137,12 +139,15 @@ def test_freshness_follows_the_code_cells(tmp_path, monkeypatch):
     assert "standarderror/new.py" in nbval_pages.freshness("lectures/page.md", built)[1]
 
 
-def _run_strict(book: Path) -> subprocess.CompletedProcess:
-    """Re-execute the book's built page under the strict check, in a child pytest."""
+def _run_strict(book: Path, **env) -> subprocess.CompletedProcess:
+    """Re-execute the book's built page under the strict check, in a child pytest (whose book
+    root, for the quotes of the prose, is ``book``)."""
     (book / "strict_runner.py").write_text(textwrap.dedent(f"""
+        import pathlib
         import sys
         sys.path.insert(0, {str(ROOT / "tests")!r})
         import nbval_pages
+        nbval_pages.ROOT = pathlib.Path({str(book)!r})
 
         def pytest_collect_file(file_path, parent):
             if file_path.name == "page.ipynb":
@@ -157,8 +162,9 @@ def _run_strict(book: Path) -> subprocess.CompletedProcess:
          "--rootdir", str(book), "--nbval-cell-timeout", "120",
          str(book / "_build" / "jupyter_execute" / "lectures" / "page.ipynb")],
         cwd=book, capture_output=True, text=True, timeout=600,
-        env=dict(os.environ, PYTHONPATH=str(book),
-                 BUILT_NOTEBOOKS=str(book / "_build" / "jupyter_execute")))
+        env=dict({k: v for k, v in os.environ.items() if k != "RERUN_ARITHMETIC"},
+                 PYTHONPATH=str(book), BUILT_NOTEBOOKS=str(book / "_build" / "jupyter_execute"),
+                 **env))
 
 
 @pytest.mark.slow
@@ -196,3 +202,89 @@ def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
     nbformat.write(nb, nb_path)
     differ = _run_strict(tmp_path)
     assert "pin 'answer': the build computed 0.26, the re-execution 0.25" in differ.stdout, differ.stdout
+
+
+@pytest.mark.slow
+def test_reexecution_in_another_arithmetic_compares_like_pins(tmp_path):
+    """When the build's arithmetic (its record) is not the re-execution's: a pin is checked
+    against its quote in the prose, not the build's last bits; a printed number may be one unit
+    off in its last digit, not two; a figure may differ in its pixels, not in its size."""
+    page, nb_path = _built(tmp_path)
+    page.write_text(PAGE.replace("# A throwaway page", "# A throwaway page\n\nIt is "
+                                 "{pin}`answer=0.25`."))
+    (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: lectures/page\n")
+    (nb_path.parent.parent / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(
+        {"ATEN_CPU_CAPABILITY": "another", "OMP_NUM_THREADS": "2", "capability": "ANOTHER"}))
+    import io
+
+    from matplotlib import image
+
+    nb = nbformat.read(nb_path, as_version=4)
+    first, second = [c for c in nb.cells if c.cell_type == "code"]
+    first.outputs[0].text = first.outputs[0].text.replace("stable 2", "stable 3")
+    png = image.imread(io.BytesIO(base64.b64decode(second.outputs[0].data["image/png"])))
+    png[2:5, 3:7, :3] = 0.5
+    buffer = io.BytesIO()
+    image.imsave(buffer, png, format="png")
+    second.outputs[0].data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
+    nbformat.write(nb, nb_path)
+    glue = nb_path.with_suffix(".glue.json")
+    glue.write_text(glue.read_text().replace('"0.25"', '"0.2500001"'))
+    ok = _run_strict(tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+    first.outputs[0].text = first.outputs[0].text.replace("stable 3", "stable 4")
+    nbformat.write(nb, nb_path)
+    page.write_text(page.read_text().replace("answer=0.25", "answer=0.26"))
+    differ = _run_strict(tmp_path)
+    out = differ.stdout
+    assert differ.returncode == 1, out + differ.stderr
+    assert "output 'stdout' differs" in out and "stable 4" in out, out
+    first.outputs[0].text = first.outputs[0].text.replace("stable 4", "stable 2")
+    nbformat.write(nb, nb_path)
+    differ = _run_strict(tmp_path)
+    assert differ.returncode == 1, differ.stdout + differ.stderr
+    assert "pin 'answer': quoted 0.26 (lectures/page.md:14), re-executed 0.25" in differ.stdout
+
+
+@pytest.mark.parametrize("a, b, near", [
+    ("0.1234", "0.1235", True), ("0.1234", "0.1236", False), ("12", "13", True),
+    ("12", "14", False), ("0.12", "0.1200", False), ("1.5e-03", "1.6e-03", True),
+    ("1.5e-03", "1.5e-04", False), ("-0.001", "0.000", True), ("0.9", "1.0", True),
+])
+def test_printed_numbers_are_neighbours_at_most_one_unit_apart(a, b, near):
+    assert nbval_pages._neighbours(a, b) is near
+
+
+def test_reconcile_takes_only_neighbouring_numbers_from_the_build():
+    ref = "ECE 0.0366 over 1,024 rows (T = 1.10)"
+    assert nbval_pages._reconcile_text("ECE 0.0365 over 1,024 rows (T = 1.10)", ref) == ref
+    far = "ECE 0.0364 over 1,024 rows (T = 1.10)"
+    assert nbval_pages._reconcile_text(far, ref) == far
+    words = "ECE 0.0365 over 1,024 lines (T = 1.10)"
+    assert nbval_pages._reconcile_text(words, ref) == "ECE 0.0366 over 1,024 lines (T = 1.10)"
+
+
+@pytest.mark.parametrize("value", ["fast", "default", "default/one", "avx3/1"])
+def test_rerun_arithmetic_must_be_capability_slash_threads(monkeypatch, value):
+    monkeypatch.setenv("RERUN_ARITHMETIC", value)
+    with pytest.raises(pytest.UsageError, match="RERUN_ARITHMETIC"):
+        nbval_pages.rerun_setting()
+
+
+def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("RERUN_ARITHMETIC", "native/1")
+    env = nbval_pages.kernel_env()
+    assert "ATEN_CPU_CAPABILITY" not in env and env["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setenv("RERUN_ARITHMETIC", "default/3")
+    env = nbval_pages.kernel_env()
+    assert env["ATEN_CPU_CAPABILITY"] == "default" and env["OMP_NUM_THREADS"] == "3"
+
+
+def test_every_quote_of_the_book_names_a_notebook_page():
+    """The quotes the cross-arithmetic check reads resolve, as the build resolves them."""
+    pages = {p[:-3] for p in nbval_pages.notebook_pages()}
+    quotes = nbval_pages.book_quotes()
+    assert any(q[0] == "book/syllabus.md" for q in quotes)
+    assert {doc for _, _, doc, _, _ in quotes} <= pages

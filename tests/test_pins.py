@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from standarderror.book import check_quote, parse_quote, pin, precision_problem, render
+from standarderror.book import (BOUNDARY_MARGIN, check_quote, parse_quote, pin,
+                                precision_problem, render, within_margin)
 from standarderror.sphinxext.numbers import (code_literals, counts, declaration_problems,
                                              phrase_spans, scan, tokens, word_numbers)
 
@@ -41,6 +42,36 @@ ROOT = Path(__file__).resolve().parents[1]
 ])
 def test_check_quote(quoted, value, ok):
     assert check_quote(quoted, value)[0] is ok
+
+
+# The margin (standarderror.book.BOUNDARY_MARGIN, 0.05 of the last quoted unit): a value just
+# beyond its quote's rounding boundary still matches, a changed digit never does.
+@pytest.mark.parametrize("quoted, value, ok", [
+    ("0.0366", 0.03655 - 0.03e-4, True),     # 0.03 units below the lower boundary
+    ("0.0366", 0.03655 - 0.2e-4, False),     # 0.2 units below: the digit changed
+    ("0.0366", 0.03665 + 0.03e-4, True),     # 0.03 units above the upper boundary
+    ("0.0366", 0.03665 + 0.2e-4, False),
+    ("0.0366", 0.036545275578834496, True),  # Episode 2 on an AVX-512 machine (issue 19)
+    ("0.0366", 0.0365, False),               # a real drift, a whole unit
+    ("0.65", 0.645 - 0.03e-2, True),
+    ("0.65", 0.645 - 0.2e-2, False),
+    ("22.5%", 0.2245 - 0.03e-3, True),       # percent: the unit is 0.1 percentage points
+    ("22.5%", 0.2245 - 0.2e-3, False),
+    ("+0.013", 0.0125 - 0.03e-3, True),
+    ("+0.013", 0.0125 - 0.2e-3, False),
+    ("24,576", 24576.5 + 0.03, True),
+    ("24,576", 24576.5 + 0.2, False),
+])
+def test_check_quote_margin(quoted, value, ok):
+    assert check_quote(quoted, value)[0] is ok
+
+
+def test_margin_is_at_most_five_hundredths_of_a_unit():
+    assert 0 < BOUNDARY_MARGIN <= 0.05
+    assert within_margin(parse_quote("0.0366"), 0.03655 - 0.05e-4 * 0.99)
+    assert not within_margin(parse_quote("0.0366"), 0.03655 - 0.05e-4 * 1.01)
+    with pytest.raises(ValueError, match="margin"):
+        within_margin(parse_quote("0.0366"), 0.0366, margin=0.2)
 
 
 def test_render_uses_the_quoted_form():

@@ -1,0 +1,58 @@
+"""scripts/fragility.py: settings, and the report's counts on results made up for the test."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("fragility", ROOT / "scripts" / "fragility.py")
+fragility = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fragility)
+
+
+@pytest.mark.parametrize("bad", ["native", "avx3/1", "default/two", "/2"])
+def test_a_setting_is_capability_slash_threads(bad):
+    with pytest.raises(Exception, match="CAPABILITY/THREADS"):
+        fragility.parse_setting(bad)
+
+
+def test_setting_env_native_unsets_the_capability(monkeypatch):
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    env = fragility.setting_env("native/2")
+    assert "ATEN_CPU_CAPABILITY" not in env and env["OMP_NUM_THREADS"] == "2"
+    env = fragility.setting_env("avx2/1")
+    assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["OMP_NUM_THREADS"] == "1"
+
+
+def _result(out: Path, setting: str, pins: dict, outputs: list) -> None:
+    path = fragility.result_path(out, setting, "book/model.md")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"page": "book/model.md", "code_sha256": "", "capability": "X",
+                                "wall_s": 1, "cpu_s": 1, "pins": pins, "outputs": outputs,
+                                "figures": []}))
+
+
+def test_report_counts_changes_crossings_and_failures(tmp_path, capsys):
+    # book/model.md quotes val_loss=1.55, test_loss=1.54, vocab=77, parameters=811,392 and
+    # uniform_loss=4.34. Made-up values: the reference sits inside every quote's interval.
+    ref = {"val_loss": "1.5501", "test_loss": "1.5449", "vocab": "77", "parameters": "811392",
+           "uniform_loss": "4.3402"}
+    _result(tmp_path, "native/2", ref, [[0, "loss 1.5501"]])
+    moved = dict(ref, val_loss="1.55010001",          # changed, no boundary crossed
+                 test_loss=str(1.545 + 0.03e-2),      # 0.03 units past 1.545: absorbed
+                 uniform_loss=str(4.345 + 0.2e-2))    # 0.2 units past 4.345: fails
+    _result(tmp_path, "default/1", moved, [[0, "loss 1.5502"]])
+    code = fragility.report(["book/model.md"], ["native/2", "default/1"], tmp_path)
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if "| default/1 |" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # uniform_loss is quoted twice (the page and the syllabus): two quotes cross, both fail
+    assert cells[1:8] == ["5", "default/1", "3", f"{(4.347 - 4.3402) / 4.347:.1e}", "3", "1",
+                          "2"], row
+    assert cells[8] == "1"                             # one printed output changed
+    assert code == 1
+    assert "book/model.md:" in text and "book/syllabus.md:" in text
+    assert "uniform_loss=4.34: computed 4.35" in text
+    assert (tmp_path / "report.md").is_file()
