@@ -18,7 +18,7 @@ import torch
 pytest.importorskip("transformers")
 
 from standarderror import cli  # noqa: E402
-from standarderror.llm import export, interface, measure  # noqa: E402
+from standarderror.llm import export, interface, measure, tiny  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -365,3 +365,222 @@ def test_an_endless_file_is_refused_fast(tmp_path, capsys):
                      "/dev/zero", "--out", str(tmp_path)]) == 2
     assert time.perf_counter() - t0 < 30
     _one_line_error(capsys, "/dev/zero", "NUL byte")
+
+
+# ---- item 4: one forward, one set of logits; item 5: the head in float32 ----------------
+
+CHARS = sorted(set(tiny.split("test")))           # every character of the default text
+
+
+def _random_model(directory, kind, *, bos=False, **extra):
+    """A tiny randomly initialised causal LM of ``kind`` with a character tokenizer (and,
+    with ``bos``, a ``<s>`` token the tokenizer puts before every text), saved as a
+    transformers directory."""
+    import transformers
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    chars = CHARS + (["<s>"] if bos else [])
+    tok = export.character_tokenizer(chars)
+    kw = {}
+    if bos:
+        tok.post_processor = processors.TemplateProcessing(
+            single="<s> $A", special_tokens=[("<s>", chars.index("<s>"))])
+        kw["bos_token"] = "<s>"
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", **kw).save_pretrained(
+        directory)
+    config_cls, model_cls = {
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "granite": (transformers.GraniteConfig, transformers.GraniteForCausalLM),
+        "cohere": (transformers.CohereConfig, transformers.CohereForCausalLM),
+    }[kind]
+    cfg = config_cls(vocab_size=len(chars) + 1, hidden_size=32, intermediate_size=64,
+                     num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
+                     max_position_embeddings=64, bos_token_id=None, eos_token_id=None,
+                     pad_token_id=None, **extra)
+    torch.manual_seed(0)
+    model_cls(cfg).eval().save_pretrained(directory)
+    return directory
+
+
+def _reference(directory, dtype=torch.float32):
+    """The same directory loaded by plain transformers, untouched by our interface."""
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(directory), dtype=dtype).eval()
+
+
+@pytest.mark.parametrize("kind, extra", [("granite", {"logits_scaling": 4.0}),
+                                         ("cohere", {"logit_scale": 0.25}),
+                                         ("llama", {})])
+def test_every_path_uses_the_models_own_forward(kind, extra, tmp_path):
+    d = _random_model(tmp_path / kind, kind, **extra)
+    lm = interface.HFModel(d, device="cpu")
+    ref = _reference(d)
+    x = torch.as_tensor(lm.encode("the king and the crown of all the land, my lord.")[None])
+    with torch.no_grad():
+        want = torch.log_softmax(ref(input_ids=x).logits.double(), -1)[0].numpy()
+    np.testing.assert_allclose(lm.window_logprobs(x.numpy())[0], want, atol=1e-6)
+    ctx = [x[0, :k].numpy() for k in (3, 17, x.shape[1])]
+    nt = lm.next_token_logprobs(ctx)            # the bounded path (one row per context)
+    for row, k in zip(nt, (3, 17, x.shape[1])):
+        np.testing.assert_allclose(row, want[k - 1], atol=1e-6)
+    if extra:  # the post-processing matters: without it the rows would differ
+        with torch.no_grad():
+            h = ref.model(input_ids=x).last_hidden_state
+            raw = torch.log_softmax(ref.lm_head(h).double(), -1)[0].numpy()
+        assert np.abs(raw - want).max() > 1e-2
+
+
+def test_bf16_head_and_softmax_run_in_float32(gpt2_dir):
+    lm = interface.HFModel(gpt2_dir, device="cpu", dtype="bfloat16")
+    assert lm.info()["dtype"] == "bfloat16" and lm.info()["head"] == "float32"
+    ref = _reference(gpt2_dir, torch.bfloat16)
+    x = torch.as_tensor(lm.encode("KING: my lord, the crown is yours.\n")[None])
+    with torch.no_grad():
+        h = ref.transformer(input_ids=x).last_hidden_state        # bf16 hidden states
+        want = h.float() @ ref.lm_head.weight.float().T             # projected in float32
+        bf16 = ref(input_ids=x).logits
+        z = lm.logits(x)
+        zl = lm.logits(x, torch.tensor([5]))
+    assert z.dtype == torch.float32 and bf16.dtype == torch.bfloat16
+    torch.testing.assert_close(z, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(zl[0], want[0, 5], atol=1e-5, rtol=1e-5)
+    assert (z.to(torch.bfloat16).float() != z).any()               # not bf16-rounded logits
+
+
+# ---- item 1: BOS before every window; calibration by position ---------------------------
+
+
+def test_windows_get_the_bos_token_the_tokenizer_adds(tmp_path):
+    d = _random_model(tmp_path / "bos", "llama", bos=True)
+    lm = interface.HFModel(d, device="cpu")
+    bos = CHARS.__len__()                                   # "<s>" comes after the chars
+    assert lm.prefix == [bos]
+    ref = _reference(d)
+    x = lm.encode("the king and the crown of all the land")[None]
+    with torch.no_grad():
+        full = ref(input_ids=torch.as_tensor(np.c_[[[bos]], x])).logits.double()
+    want = torch.log_softmax(full, -1)[0, 1:].numpy()     # after BOS + the first t+1 tokens
+    np.testing.assert_allclose(lm.window_logprobs(x)[0], want, atol=1e-6)
+    r = measure.calibration(lm, text="the king and the crown. " * 200, count=2, size=2,
+                            progress=False)
+    assert r["settings"]["bos"] and r["settings"]["block"] == 63  # 64 - 1 for BOS
+    with pytest.raises(ValueError, match="BOS"):
+        measure.calibration(lm, text="ab " * 400, count=1, size=1, block=64, progress=False)
+
+
+def test_position_bands_partition_the_predictions():
+    lm = interface.TinyLM()
+    r = measure.calibration(lm, count=2, size=8, progress=False)
+    bands = r["positions"]
+    assert [b["band"] for b in bands] == [[0, 7], [8, 31], [32, 63]]
+    assert sum(b["rows"] for b in bands) == r["rows"]
+    t1 = next(row for row in r["table"] if row["temperature"] == 1.0)
+    acc = sum(b["accuracy"] * b["rows"] for b in bands) / r["rows"]
+    assert acc == pytest.approx(t1["accuracy"], abs=1e-12)
+    for b in bands:
+        for key in ("accuracy", "nll", "ece"):
+            lo, hi = b["intervals"][key]
+            assert lo <= hi and np.isfinite(lo)
+
+
+# ---- items 2, 3: what is held out; per-byte log-loss, intervals and the ECE floor -------
+
+
+def test_held_out_is_said_only_where_it_is_true(gpt2_dir, tmp_path):
+    lm = interface.HFModel(gpt2_dir, device="cpu")
+    r = measure.calibration(lm, count=1, size=2, progress=False)
+    assert r["held_out"] is True
+    d = _random_model(tmp_path / "other", "llama")
+    r = measure.calibration(interface.HFModel(d, device="cpu"), count=1, size=2,
+                            progress=False)
+    assert r["held_out"] is False and "NOT held out" in r["text_note"]
+    assert "NOT held out for a pretrained model" in measure.summary(r)
+    assert "--text" in measure.summary(r)
+    r = measure.calibration(lm, text="the king and the crown. " * 200, count=1, size=2,
+                            progress=False)
+    assert r["held_out"] is None
+    assert "tokenizer" in measure.summary(r) and "bits per byte" in measure.summary(r)
+
+
+def test_per_byte_loss_and_intervals():
+    import math
+
+    from standarderror.uncertainty import calibration as cb
+
+    lm = interface.TinyLM()
+    r = measure.calibration(lm, count=2, size=8, progress=False)
+    t1 = next(row for row in r["table"] if row["temperature"] == 1.0)
+    pb = r["per_byte"]
+    # the test plays are ASCII and the model reads characters: one byte per prediction
+    assert pb["bytes"] == pb["chars"] == r["rows"]
+    assert pb["bits_per_byte"] == pytest.approx(t1["nll"] / math.log(2), rel=1e-12)
+    lo, hi = pb["interval"]
+    assert lo < pb["bits_per_byte"] < hi
+    for key in ("accuracy", "nll", "ece"):
+        lo, hi = r["intervals"][key]
+        assert lo < hi
+    assert 0 < r["ece_floor"]["mean"] < 0.2
+    # unit weights give back the point estimates exactly (the resampled sums are exact)
+    conf = np.random.default_rng(0).random(640)
+    ok = np.random.default_rng(1).random(640) < conf
+    nll = np.random.default_rng(2).random(640)
+    s = measure._window_stats(conf, ok, nll, np.ones(640, bool), np.ones((3, 10)), 64, 15,
+                              0, 20)
+    assert s["intervals"]["ece"][0] == pytest.approx(cb.ece(conf, ok, bins=15), abs=1e-12)
+    assert s["intervals"]["accuracy"] == [pytest.approx(ok.mean(), abs=1e-12)] * 2
+
+
+def test_per_byte_counts_the_bytes_of_a_subword_tokenizer(tmp_path):
+    d = export.random_llama(tmp_path / "llama", vocab_size=512, hidden=32, layers=1,
+                            window=128, text="the king and the crown of all the land. " * 50)
+    lm = interface.HFModel(d, device="cpu")
+    text = "the king and the crown of all the land. " * 200
+    r = measure.calibration(lm, text=text, count=1, size=4, block=32, progress=False)
+    assert r["per_byte"]["bytes"] > 2 * r["rows"]          # a BPE token holds many bytes
+    assert r["per_byte"]["bytes"] == r["per_byte"]["chars"]   # ASCII text
+
+
+def test_whole_word_calibration_against_a_hand_case():
+    z = np.log(np.array([[0.7, 0.2, 0.1], [0.5, 0.25, 0.25], [0.1, 0.8, 0.1],
+                         [0.6, 0.3, 0.1]]))
+    y = np.array([0, 1, 1, 2])
+    w = measure.word_calibration(z, y, bins=10, draws=50)
+    assert w["accuracy"] == 0.5 and w["confidence"] == pytest.approx(0.65)
+    # bins of width 0.1: {0.7} right, {0.5} wrong, {0.8} right, {0.6} wrong
+    assert w["ece"] == pytest.approx((0.3 + 0.5 + 0.2 + 0.6) / 4)
+    assert w["questions"] == 4 and w["ece_floor"]["mean"] > 0
+
+
+# ---- item 6: the matrix temperature is fitted at the number of answers it is applied at --
+
+
+def test_spectral_fits_at_the_same_number_of_answers(monkeypatch):
+    from standarderror import spectral as sp
+
+    shapes = []
+    real = sp.fit_temperature
+    monkeypatch.setattr(sp, "fit_temperature",
+                        lambda a, y, **k: shapes.append(np.shape(a)) or real(a, y, **k))
+    real_rel = sp.reliability
+    applied = []
+    monkeypatch.setattr(sp, "reliability",
+                        lambda a, y, *args, **k: applied.append(np.shape(a)) or
+                        real_rel(a, y, *args, **k))
+    r = measure.spectral(interface.TinyLM(), dev=12, test=16, answers=6, fit_draws=5,
+                         progress=False)
+    assert {s[1] for s in shapes} == {6} and {s[1] for s in applied} == {6}
+    assert len(shapes) == 1 + 5
+    lo, hi = r["temperature_interval"]
+    assert lo <= hi and r["settings"]["answers"] == 6
+
+
+def test_ece_floor_is_episode_2s_floor_at_the_sample_size():
+    from standarderror.uncertainty import binning
+
+    c = np.random.default_rng(3).beta(5, 2, size=3000)
+    ours = measure.ece_floor(c, 15, draws=200, seed=0)
+    theirs = binning.ece_floor(c, [3000], bins=(15,), draws=200, seed=5)["rows"][0]
+    se = np.hypot(ours["sd"], theirs["sd"]) / np.sqrt(200)
+    assert abs(ours["mean"] - theirs["mean"]) < 4 * se       # the same quantity, new draws

@@ -303,13 +303,23 @@ def _window_stats(conf, ok, nll, rows, counts, block, bins, seed, draws) -> dict
     total = counts @ per
     boot = {"accuracy": counts @ hits / total, "nll": counts @ losses / total,
             "ece": np.abs(counts @ gap).sum(axis=1) / total}
-    floor = binning.ece_floor(c, [c.size], bins=(bins,), draws=max(20, draws // 2),
-                              seed=seed)["rows"][0]
     return {"rows": int(c.size), "accuracy": float(hit.mean()), "nll": float(loss.mean()),
             "ece": float(cb.ece(c, hit, bins=bins)),
-            "ece_floor": {"mean": floor["mean"], "sd": floor["sd"],
-                          "draws": max(20, draws // 2)},
+            "ece_floor": ece_floor(c, bins, draws=max(20, draws // 2), seed=seed),
             "intervals": {k: _interval(v) for k, v in boot.items()}}
+
+
+def ece_floor(confidence, bins: int = 15, *, draws: int = 100, seed: int = 0) -> dict:
+    """The ECE floor of Episode 2 at this sample: the mean (and sd) of the ECE of labels
+    drawn from the confidences themselves (a model calibrated by construction,
+    :func:`~standarderror.uncertainty.binning.calibrated_labels`). It equals
+    :func:`~standarderror.uncertainty.binning.ece_floor` at ``sizes=[len(confidence)]``,
+    whose subset of every row is only a reordering, without that function's sort."""
+    from standarderror.uncertainty import binning
+
+    c = np.asarray(confidence, dtype=float)
+    e = binning.ece_batch(c, binning.calibrated_labels(c, draws, seed=seed + 1), bins)
+    return {"mean": float(e.mean()), "sd": float(e.std(ddof=1)), "draws": int(draws)}
 
 
 def is_ours(lm: LanguageModel) -> bool:
@@ -490,8 +500,7 @@ def word_calibration(option_logits, y, *, bins: int = 10, seed: int = 0,
     idx = np.random.default_rng(seed + 1).integers(0, n, size=(draws, n))
     boot_acc = ok[idx].mean(axis=1)
     boot_ece = binning.ece_batch(conf[idx], ok[idx], bins)
-    floor = binning.ece_floor(conf, [n], bins=(bins,), draws=max(20, draws // 2),
-                              seed=seed)["rows"][0]
+    floor = ece_floor(conf, bins, draws=max(20, draws // 2), seed=seed)
     return {"accuracy": float(ok.mean()), "confidence": float(conf.mean()),
             "ece": float(cb.ece(conf, ok, bins=bins)),
             "ece_floor": {"mean": floor["mean"], "sd": floor["sd"]},
@@ -551,11 +560,11 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, answers: in
     for name, q, m, s in (("dev", qd, m_dev, seed + 1), ("test", qt, m_test, seed + 2)):
         r = lm.sample(q["context"], m, temperature=temperature, max_tokens=max_tokens, seed=s,
                       greedy=True, progress=f"spectral {name} ({lm.info()['label']})" if progress else False)
-        answers, greedy = r["answers"], r["greedy"]
+        said, greedy = r["answers"], r["greedy"]
         counts["unterminated"] += r["unterminated"]
         counts["truncated"] += r["truncated"]
         blocks[name] = se.attach(data, {"truth": q["truth"], "greedy": greedy,
-                                        "answers": answers,
+                                        "answers": said,
                                         "correct": se.correct(greedy, q["truth"])})
     t1 = time.perf_counter()
     a_dev, y_dev = se.arrays(data, blocks["dev"])
