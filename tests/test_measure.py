@@ -159,6 +159,9 @@ def test_bounded_memory_for_a_large_vocabulary(monkeypatch):
         def encode(self, text):
             return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
 
+        def decode(self, ids):
+            return bytes(int(i) for i in ids).decode("utf-8", "replace")
+
     monkeypatch.setattr(interface, "MAX_ELEMENTS", 1 << 18)   # 2 MiB blocks: one window
     lm = Wide()
     tracemalloc.start()
