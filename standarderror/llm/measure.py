@@ -229,7 +229,6 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     abst = [{"score": s, "temperature": t,
              "aurc": cb.aurc(np.concatenate(scores[(s, t)]), ok)} for (s, t) in scores]
     grid_nll /= n
-    t1 = next(r for r in table if r["temperature"] == 1.0)
     conf1 = np.concatenate(keep[1.0]["conf"])
     nll1 = np.concatenate(keep[1.0]["nll"])
     nb, nc = np.asarray(text_bytes, dtype=float), np.asarray(text_chars, dtype=float)
@@ -288,7 +287,6 @@ def _window_stats(conf, ok, nll, rows, counts, block, bins, seed, draws) -> dict
     are formed once; a resample is then a matrix product (exact weighted statistics: with
     unit weights they are :func:`~standarderror.uncertainty.calibration.ece` and the means).
     """
-    from standarderror.uncertainty import binning
     from standarderror.uncertainty import calibration as cb
 
     windows_ = np.arange(conf.size) // block
