@@ -256,6 +256,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
                 "count": count, "size": size, "seed": seed, "block": block, "bins": bins,
                 "temperatures": list(ts), "abstention_temperatures": list(ts_ab),
                 "text": source, "fit_grid": FIT_GRID.tolist(), "draws": draws,
+                "interval_level": 0.95,
                 "bos": bool(lm.prefix)}),
             "table": table, "accuracy_identical": identical,
             "fitted": _fit_from_grid(grid_nll), "nll_grid": grid_nll.tolist(),
