@@ -9,52 +9,159 @@ Examples::
     python -m standarderror export-tiny /tmp/tiny-gpt2   # our model, as a GPT-2 directory
 
 Each run writes ``<task>.json`` (results, model, tokenizer, versions, seeds) and PNG figures
-into ``--out`` and prints a short summary. Exit status 2 with a one-line message on bad
-input (a missing model directory, a directory without weights, text the tokenizer cannot
-represent, a window too long for the model).
+into ``--out`` and prints a short summary. Every argument is checked before anything
+expensive runs (``--out`` first); bad input of any kind (a missing or malicious model
+directory, pickled weights, a hub name without ``--allow-download``, text the tokenizer
+cannot represent, an option that does not apply to the task) ends with a one-line message
+on standard error and exit status 2, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+#: Options of each task (destination names); giving one to another task is an error.
+TASK_OPTIONS = {
+    "calibration": ("text", "count", "size", "block"),
+    "conformal": ("questions", "alpha"),
+    "spectral": ("dev", "test", "answers", "max_tokens"),
+}
+#: Defaults of the task options (``None`` in the parser, so that "given" can be told).
+DEFAULTS = {"count": 10, "size": 16, "block": None, "text": None, "questions": 720,
+            "alpha": 0.1, "dev": 300, "test": 1700, "answers": 20, "max_tokens": 16}
+
+
+class UsageError(Exception):
+    """Bad command-line input: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage and exits; we want one line
+        raise UsageError(f"{message} (see --help)")
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m standarderror",
-                                description="The book's measurements on your own model.")
-    sub = p.add_subparsers(dest="command", required=True)
+    p = _Parser(prog="python -m standarderror",
+                description="The book's measurements on your own model.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     m = sub.add_parser("measure", help="calibration, conformal sets or eigenvalue calibration",
                        description="Run one measurement on a model and write JSON + figures.")
     m.add_argument("--model", required=True,
                    help="'tiny' (our committed model), a transformers directory or a hub name")
     m.add_argument("--task", required=True, choices=("calibration", "conformal", "spectral"))
     m.add_argument("--out", default="measurements", help="output directory (default: %(default)s)")
-    m.add_argument("--device", default="auto", help="cpu, cuda, ... (default: auto)")
-    m.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    m.add_argument("--device", default=None, help="cpu, cuda, ... (default: auto)")
+    m.add_argument("--dtype", default=None, choices=("float32", "bfloat16", "float16"),
+                   help="dtype of the network (default: float32); the output projection "
+                        "runs in float32 always")
     m.add_argument("--allow-download", action="store_true",
-                   help="let transformers download a hub model (default: local files only)")
+                   help="let a hub name be downloaded (default: local files only, offline)")
     m.add_argument("--seed", type=int, default=0, help="seed of the questions / windows")
     m.add_argument("--no-progress", action="store_true", help="no progress bars")
     c = m.add_argument_group("calibration")
-    c.add_argument("--text", help="a UTF-8 text file to measure on (default: our held-out plays)")
-    c.add_argument("--count", type=int, default=10, help="batches of windows (default: 10)")
-    c.add_argument("--size", type=int, default=16, help="windows per batch (default: 16)")
-    c.add_argument("--block", type=int, default=None,
+    c.add_argument("--text", help="a UTF-8 text file to measure on (default: our test plays, "
+                                  "held out for our model only: for a pretrained model use "
+                                  "text written after its training cutoff)")
+    c.add_argument("--count", type=int, help="batches of windows (default: 10)")
+    c.add_argument("--size", type=int, help="windows per batch (default: 16)")
+    c.add_argument("--block", type=int,
                    help="tokens per window (default: 64, or the model's window if smaller)")
     f = m.add_argument_group("conformal")
-    f.add_argument("--questions", type=int, default=720, help="six-option questions (720)")
-    f.add_argument("--alpha", type=float, default=0.1, help="miscoverage level (0.1)")
+    f.add_argument("--questions", type=int, help="six-option questions (720)")
+    f.add_argument("--alpha", type=float, help="miscoverage level (0.1)")
     s = m.add_argument_group("spectral")
-    s.add_argument("--dev", type=int, default=300, help="development questions (300)")
-    s.add_argument("--test", type=int, default=1700, help="test questions (1700)")
-    s.add_argument("--m-dev", type=int, default=100, help="answers per dev question (100)")
-    s.add_argument("--m-test", type=int, default=20, help="answers per test question (20)")
-    s.add_argument("--max-tokens", type=int, default=16, help="token limit of an answer (16)")
+    s.add_argument("--dev", type=int, help="development questions (300)")
+    s.add_argument("--test", type=int, help="test questions (1700)")
+    s.add_argument("--answers", type=int,
+                   help="answers per question, the same for fitting and testing (20)")
+    s.add_argument("--max-tokens", type=int, help="token limit of an answer (16)")
     e = sub.add_parser("export-tiny", help="write our tiny model as a transformers GPT-2 directory")
     e.add_argument("directory")
     e.add_argument("--step", type=int, default=None, help="checkpoint step (default: final)")
     return p
+
+
+def _at_least(args, name: str, low: int) -> None:
+    v = getattr(args, name)
+    if v < low:
+        raise UsageError(f"--{name.replace('_', '-')} must be at least {low}, got {v}")
+
+
+def check(args) -> dict:
+    """Validate a parsed ``measure`` command; returns the task's keyword arguments.
+
+    Raises :class:`UsageError` for an option that does not apply (a task option given to
+    another task; ``--dtype``, ``--device`` or ``--allow-download`` with ``--model tiny``)
+    and for values out of range.
+    """
+    for task, names in TASK_OPTIONS.items():
+        if task == args.task:
+            continue
+        for name in names:
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name.replace('_', '-')} applies to --task {task} only, "
+                                 f"not to --task {args.task}")
+    if args.model == "tiny":
+        for name in ("dtype", "device"):
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name} does not apply to --model tiny (our model runs "
+                                 "on the CPU in float32 through its own path)")
+        if args.allow_download:
+            raise UsageError("--allow-download does not apply to --model tiny")
+    for name in TASK_OPTIONS[args.task]:
+        if getattr(args, name) is None:
+            setattr(args, name, DEFAULTS[name])
+    if args.seed < 0:
+        raise UsageError(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.task == "calibration":
+        _at_least(args, "count", 1)
+        _at_least(args, "size", 1)
+        if args.block is not None:
+            _at_least(args, "block", 1)
+        if args.text is not None:
+            t = Path(args.text)
+            if not t.exists():
+                raise UsageError(f"--text {args.text}: no such file")
+            if t.is_dir():
+                raise UsageError(f"--text {args.text} is a directory; pass a UTF-8 text file")
+        return dict(text=Path(args.text) if args.text else None, count=args.count,
+                    size=args.size, seed=args.seed, block=args.block)
+    if args.task == "conformal":
+        _at_least(args, "questions", 2)
+        if not 0 < args.alpha < 1:
+            raise UsageError(f"--alpha must lie strictly between 0 and 1, got {args.alpha}")
+        return dict(count=args.questions, seed=args.seed, alpha=args.alpha)
+    _at_least(args, "dev", 2)
+    _at_least(args, "test", 2)
+    _at_least(args, "answers", 2)
+    _at_least(args, "max_tokens", 1)
+    return dict(dev=args.dev, test=args.test, answers=args.answers, seed=args.seed,
+                max_tokens=args.max_tokens)
+
+
+def check_out(out) -> Path:
+    """``--out`` must be a directory this process can write (created if missing): checked
+    before any measurement, by writing and removing a probe file in it."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".standarderror-probe-{id(path)}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--out {out} is not writable: {exc.strerror or exc}") from None
+    return path
+
+
+def _error(message) -> int:
+    from standarderror.llm.interface import _one_line
+
+    print(f"error: {_one_line(message)}", file=sys.stderr)
+    return 2
 
 
 def main(argv=None) -> int:
@@ -68,39 +175,36 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        0 on success; 2 with a one-line message on standard error when the input is bad (a
-        missing model directory, a directory without weights, text the tokenizer cannot
-        represent, a window too long for the model).
+        0 on success; 2 with a one-line message on standard error when the input is bad
+        (any argument, model directory or text file the measurement cannot use); 1 when the
+        results could not be written.
     """
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         if args.command == "export-tiny":
             from standarderror.llm import export
 
             print(export.to_gpt2(args.directory, step=args.step))
             return 0
-        from pathlib import Path
-
+        kw = check(args)
+        out = check_out(args.out)
         from standarderror.llm import interface, measure
 
-        lm = interface.load_model(args.model, device=args.device, dtype=args.dtype,
-                                  local_only=not args.allow_download) \
-            if args.model != "tiny" else interface.TinyLM()
-        progress = not args.no_progress
-        if args.task == "calibration":
-            text = Path(args.text).read_text("utf-8") if args.text else None
-            kw = dict(text=text, count=args.count, size=args.size, seed=args.seed,
-                      block=args.block)
-        elif args.task == "conformal":
-            kw = dict(count=args.questions, seed=args.seed, alpha=args.alpha)
+        if args.model == "tiny":
+            lm = interface.TinyLM()
         else:
-            kw = dict(dev=args.dev, test=args.test, m_dev=args.m_dev, m_test=args.m_test,
-                      seed=args.seed, max_tokens=args.max_tokens)
-        result = measure.run(args.task, lm, progress=progress, **kw)
-    except (FileNotFoundError, ValueError, RuntimeError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    paths = measure.write(result, args.out)
+            lm = interface.load_model(args.model, device=args.device or "auto",
+                                      dtype=args.dtype or "float32",
+                                      local_only=not args.allow_download)
+        result = measure.run(args.task, lm, progress=not args.no_progress, **kw)
+    except (UsageError, FileNotFoundError, ValueError, RuntimeError, OSError,
+            MemoryError) as exc:
+        return _error(exc)
+    try:
+        paths = measure.write(result, out)
+    except OSError as exc:
+        print(f"error: the results could not be written to {out}: {exc}", file=sys.stderr)
+        return 1
     print(measure.summary(result))
     print("wrote " + ", ".join(str(p) for p in paths.values()))
     return 0

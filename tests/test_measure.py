@@ -134,7 +134,7 @@ def test_llama_sampling_multi_token_answers_and_limits(llama):
 
 @pytest.mark.slow
 def test_llama_spectral_end_to_end(llama, tmp_path):
-    r = measure.spectral(llama, dev=24, test=24, m_dev=6, m_test=4, progress=False)
+    r = measure.spectral(llama, dev=24, test=24, answers=4, progress=False)
     assert np.isfinite(r["temperature"]) and np.isfinite(r["risk"]["1"])
     assert r["auroc"] is None or 0 <= r["auroc"]["auroc"] <= 1
     paths = measure.write(r, tmp_path)
@@ -158,6 +158,9 @@ def test_bounded_memory_for_a_large_vocabulary(monkeypatch):
 
         def encode(self, text):
             return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+        def decode(self, ids):
+            return bytes(int(i) for i in ids).decode("utf-8", "replace")
 
     monkeypatch.setattr(interface, "MAX_ELEMENTS", 1 << 18)   # 2 MiB blocks: one window
     lm = Wide()

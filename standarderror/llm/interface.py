@@ -36,7 +36,10 @@ names them; an answer that has not ended within ``max_tokens`` is cut there and 
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -128,17 +131,26 @@ class LanguageModel:
     @torch.no_grad()
     def window_logprobs(self, ids) -> np.ndarray:
         """Float64 log-probabilities (batch x time x vocab) of the next token at every
-        position of equal-length windows (``log_softmax`` of the logits cast to float64)."""
+        position of equal-length windows (``log_softmax`` of the logits cast to float64).
+
+        The :attr:`prefix` (the BOS token, where the tokenizer adds one) is put before every
+        window, as the model saw text in training; row ``t`` is the distribution after the
+        prefix and the window's first ``t + 1`` tokens."""
         x = self._windows(ids)
-        return torch.log_softmax(self.logits(x).double().cpu(), dim=-1).numpy()
+        if not self.prefix:
+            return torch.log_softmax(self.logits(x).double().cpu(), dim=-1).numpy()
+        p = torch.as_tensor(self.prefix, dtype=torch.long).expand(x.shape[0], -1)
+        z = self.logits(torch.cat([p, x], dim=1))[:, len(self.prefix):]
+        return torch.log_softmax(z.double().cpu(), dim=-1).numpy()
 
     def _windows(self, ids) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(ids), dtype=torch.long)
         if x.ndim != 2:
             raise ValueError(f"ids must be (batch, time), got shape {tuple(x.shape)}")
-        if x.shape[1] > self.window:
-            raise ValueError(f"windows of {x.shape[1]} tokens exceed {self.name}'s window of "
-                             f"{self.window}; pass a shorter block")
+        if x.shape[1] + len(self.prefix) > self.window:
+            raise ValueError(f"windows of {x.shape[1]} tokens (and {len(self.prefix)} prefix) "
+                             f"exceed {self.name}'s window of {self.window}; pass a shorter "
+                             "block")
         return x
 
     @torch.no_grad()
@@ -426,7 +438,249 @@ class TinyLM(LanguageModel):
 # Any transformers causal LM
 # --------------------------------------------------------------------------------------
 
-_WEIGHTS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.msgpack", "*.h5", "*.gguf")
+
+#: Weight files that are pickles: unpickling can run code, so they are never loaded.
+PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl", "*.pickle")
+#: Other weight formats this loader does not read.
+OTHER_WEIGHTS = ("*.msgpack", "*.h5", "*.gguf", "*.onnx")
+#: Files a tokenizer is saved in (``save_pretrained`` writes at least one of them).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt",
+                   "spiece.model", "sentencepiece.bpe.model", "tekken.json")
+#: What a hub download fetches: configs, safetensors and tokenizer files; never code or pickles.
+HUB_FILES = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken"]
+#: The most transformer layers a config may declare (a guard against absurd configs).
+MAX_LAYERS = 1024
+_LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
+
+
+def _one_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message."""
+    lines = [s.strip() for s in str(exc).splitlines() if s.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+@contextmanager
+def hub_offline(on: bool = True):
+    """Switch huggingface_hub's offline mode on for the duration (no request leaves the
+    process: not even the host name is resolved). ``on=False`` changes nothing."""
+    from huggingface_hub import constants
+
+    old, env = constants.HF_HUB_OFFLINE, os.environ.get("HF_HUB_OFFLINE")
+    if on:
+        constants.HF_HUB_OFFLINE = True
+        os.environ["HF_HUB_OFFLINE"] = "1"
+    try:
+        yield
+    finally:
+        constants.HF_HUB_OFFLINE = old
+        if env is None:
+            os.environ.pop("HF_HUB_OFFLINE", None)
+        else:
+            os.environ["HF_HUB_OFFLINE"] = env
+
+
+def check_device(device: str) -> str:
+    """The torch device to run on (``"auto"``: CUDA when available); raises ``ValueError``
+    when this torch build cannot use it (``cuda`` on a CPU build, a misspelt name)."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        torch.empty(1, device=torch.device(device))
+    except Exception as exc:  # RuntimeError, AssertionError ("not compiled with CUDA"), ...
+        raise ValueError(f"device {device!r} is not usable with this torch build "
+                         f"(torch {torch.__version__}): {_one_line(exc)}; use --device cpu"
+                         ) from None
+    return device
+
+
+def safetensors_parameters(path) -> int:
+    """Elements stored in one ``.safetensors`` file, read from its header (no tensor is
+    loaded); raises ``ValueError`` when the file is truncated or its header is corrupt."""
+    path = Path(path)
+    size = path.stat().st_size
+    bad = f"{path} is not a valid safetensors file"
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"{bad}: {size} bytes, shorter than its header")
+        n = int.from_bytes(head, "little")
+        if n > min(size - 8, 100 << 20):
+            raise ValueError(f"{bad}: its header claims {n:,} bytes, the file holds {size:,}")
+        try:
+            header = json.loads(f.read(n))
+            total, end = 0, 0
+            for key, v in header.items():
+                if key == "__metadata__":
+                    continue
+                total += int(np.prod(v["shape"], dtype=np.int64))
+                end = max(end, int(v["data_offsets"][1]))
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+            raise ValueError(f"{bad}: unreadable header ({_one_line(exc)})") from None
+    if 8 + n + end != size:
+        raise ValueError(f"{bad}: the header describes {8 + n + end:,} bytes, the file holds "
+                         f"{size:,} (truncated or corrupt; save the model again)")
+    return total
+
+
+def _json(path: Path) -> dict:
+    try:
+        out = json.loads(path.read_text("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON: {_one_line(exc)}") from None
+    if not isinstance(out, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    return out
+
+
+def _layers(cfg: dict) -> int:
+    """The largest layer count anywhere in a config (nested text/vision configs included)."""
+    best = 0
+    for k, v in cfg.items():
+        if k in _LAYER_KEYS and isinstance(v, int):
+            best = max(best, v)
+        elif isinstance(v, dict):
+            best = max(best, _layers(v))
+    return best
+
+
+def resolve(source, *, local_only: bool = True) -> Path:
+    """The local directory of a model: ``source`` itself, or a hub name's snapshot.
+
+    A hub name is looked up in the local hub cache with huggingface_hub's offline mode on
+    (nothing reaches the network); with ``local_only=False`` it is downloaded, fetching
+    only :data:`HUB_FILES` (configs, safetensors, tokenizer files: never code, never pickles).
+    """
+    src = str(source)
+    path = Path(src).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise FileNotFoundError(f"{src} is not a directory; pass the directory that "
+                                    "holds config.json and the weights")
+        return path
+    if path.is_absolute() or src.startswith((".", "~")) or src.count("/") > 1 \
+            or src.endswith(("/", "\\")) or "\\" in src:
+        raise FileNotFoundError(f"model directory {src} does not exist")
+    from huggingface_hub import snapshot_download
+
+    try:
+        with hub_offline(local_only):
+            return Path(snapshot_download(src, allow_patterns=HUB_FILES,
+                                          local_files_only=local_only))
+    except Exception as exc:
+        if local_only:
+            raise FileNotFoundError(
+                f"{src} is neither a model directory here nor a model in the local hub "
+                "cache; check the path, or pass --allow-download (Python: local_only=False) "
+                "to fetch it from the hub") from None
+        raise ValueError(f"{src}: the hub download failed: {_one_line(exc)}") from None
+
+
+def check_directory(path) -> dict:
+    """Check a model directory before anything is loaded from it; returns its config.
+
+    Refused, each with a one-line ``ValueError`` or ``FileNotFoundError``: no config.json
+    or one that is not JSON; a ``model_type`` transformers does not know (its code would
+    come from the directory, ``auto_map``: never run); no safetensors weights (pickled
+    ``*.bin``/``*.pt`` are never unpickled: unpickling can run code); a truncated or
+    corrupt safetensors file; a quantization config or a flash-attention implementation
+    (this loader runs plain float weights with transformers' default attention); more than
+    :data:`MAX_LAYERS` layers; no tokenizer files.
+    """
+    path = Path(path)
+    if not (path / "config.json").exists():
+        raise FileNotFoundError(f"{path} holds no config.json: not a transformers model "
+                                "directory")
+    cfg = _json(path / "config.json")
+    weights = sorted(path.glob("*.safetensors"))
+    if not weights:
+        pickled = sorted(p.name for g in PICKLED for p in path.glob(g))
+        if pickled:
+            raise ValueError(
+                f"{path} holds pickled weights only ({', '.join(pickled)}), which are never "
+                "loaded (unpickling can run code); convert them once where you trust the "
+                "file: AutoModelForCausalLM.from_pretrained(DIR, use_safetensors=False)"
+                ".save_pretrained(NEW_DIR) writes model.safetensors")
+        other = sorted(p.name for g in OTHER_WEIGHTS for p in path.glob(g))
+        if other:
+            raise ValueError(f"{path} holds weights only in formats this loader does not "
+                             f"read ({', '.join(other)}); save them as safetensors")
+        raise FileNotFoundError(f"{path} holds no weights (no *.safetensors); save the model "
+                                "with save_pretrained() first")
+    from transformers import CONFIG_MAPPING
+
+    kind = cfg.get("model_type")
+    if not isinstance(kind, str) or kind not in CONFIG_MAPPING:
+        code = (" and asks to run code from the directory (auto_map)" if "auto_map" in cfg
+                else "")
+        raise ValueError(f"{path}/config.json names model_type {kind!r}, which transformers "
+                         f"does not know{code}; this loader never runs a model directory's "
+                         "code (trust_remote_code=False)")
+    for w in weights:
+        safetensors_parameters(w)
+    if cfg.get("quantization_config"):
+        method = cfg["quantization_config"]
+        method = method.get("quant_method", "?") if isinstance(method, dict) else method
+        raise ValueError(f"{path}/config.json asks for quantized weights ({method}); this "
+                         "loader measures plain float weights: use an unquantized copy")
+    for key in ("_attn_implementation", "attn_implementation"):
+        impl = cfg.get(key)
+        if impl not in (None, "eager", "sdpa"):
+            raise ValueError(f"{path}/config.json asks for attention {impl!r} ({key}); this "
+                             "loader uses transformers' default attention: remove the key")
+    layers = _layers(cfg)
+    if layers > MAX_LAYERS:
+        raise ValueError(f"{path}/config.json declares {layers:,} layers, more than any "
+                         f"model this loader accepts ({MAX_LAYERS:,}); is the config right?")
+    if not any((path / f).exists() for f in TOKENIZER_FILES):
+        raise FileNotFoundError(f"{path} holds no tokenizer (none of {', '.join(TOKENIZER_FILES)}"
+                                "); save the model's tokenizer beside it with save_pretrained()")
+    return cfg
+
+
+def _declared_parameters(path: Path) -> int:
+    """Parameters of the model config.json describes, built on the meta device (no memory)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True,
+                                        trust_remote_code=False)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(config, trust_remote_code=False)
+    return int(sum(p.numel() for p in model.parameters()))
+
+
+class _Head(torch.nn.Module):
+    """The model's output head, run in float32 on only the positions asked for.
+
+    It replaces the head inside the model, so the model's own forward runs unchanged around
+    it (Granite's division by ``logits_scaling``, Cohere's ``logit_scale``, Gemma-2's
+    soft-capping all apply), while the projection is computed in float32 from the final
+    hidden states whatever the model's dtype, and with :attr:`rows` set only one position
+    per sequence reaches it (never a batch x time x vocabulary tensor for ``last``).
+    """
+
+    def __init__(self, head: torch.nn.Module):
+        super().__init__()
+        self.head = head
+        self.rows = None
+        w = getattr(head, "weight", None)
+        linear = isinstance(head, torch.nn.Linear)
+        self.linear = linear
+        if linear and w.dtype != torch.float32:
+            self.register_buffer("w32", w.detach().float(), persistent=False)
+            b = head.bias
+            self.register_buffer("b32", None if b is None else b.detach().float(),
+                                 persistent=False)
+        else:
+            self.w32 = self.b32 = None
+
+    def forward(self, h):
+        if self.rows is not None:
+            h = h[torch.arange(h.shape[0], device=h.device), self.rows][:, None]
+        if not self.linear:
+            return self.head(h).float()
+        if self.w32 is None:
+            return torch.nn.functional.linear(h.float(), self.head.weight, self.head.bias)
+        return torch.nn.functional.linear(h.float(), self.w32, self.b32)
 
 
 class HFModel(LanguageModel):
@@ -435,15 +689,21 @@ class HFModel(LanguageModel):
     Parameters
     ----------
     source : str or path
-        A local directory (``config.json``, weights, tokenizer files) or a hub name. A path
-        that does not exist, or a directory without weights, raises ``FileNotFoundError``.
+        A local directory (``config.json``, safetensors weights, tokenizer files) or a hub
+        name (from the local hub cache, or downloaded with ``local_only=False``). The
+        directory is checked before anything loads (:func:`check_directory`).
     device : str
-        ``"cpu"``, ``"cuda"``, ... (``"auto"``: CUDA when available).
+        ``"cpu"``, ``"cuda"``, ... (``"auto"``: CUDA when available); checked first.
     dtype : str
-        ``"float32"`` (default), ``"bfloat16"`` or ``"float16"``. Log-probabilities are always
-        computed in float64 from the model's logits.
+        ``"float32"`` (default), ``"bfloat16"`` or ``"float16"``: the dtype of the network.
+        The output projection is computed in float32 whatever it is, and the
+        log-probabilities in float64 from those logits.
     local_only : bool
-        Never reach the network (default True: set False to download a hub model).
+        Never reach the network (default True: huggingface_hub's offline mode is on for the
+        whole call). Set False to download a hub model.
+
+    Safety: ``trust_remote_code=False`` and ``use_safetensors=True`` on every load, so no
+    code from the directory runs and no pickle is opened.
     """
 
     def __init__(self, source, *, device: str = "auto", dtype: str = "float32",
@@ -453,51 +713,65 @@ class HFModel(LanguageModel):
         except ImportError as exc:  # pragma: no cover - exercised only without the extra
             raise RuntimeError("the transformers backend needs `pip install "
                                "standarderror[hf]` (transformers and tokenizers)") from exc
-        src = str(source)
-        path = Path(src).expanduser()
-        looks_local = path.is_absolute() or src.startswith((".", "~")) or path.exists() \
-            or src.count("/") > 1 or src.endswith(("/", "\\"))
-        if looks_local or path.exists():
-            if not path.exists():
-                raise FileNotFoundError(f"model directory {src} does not exist")
-            if not path.is_dir():
-                raise FileNotFoundError(f"{src} is not a directory; pass the directory that "
-                                        "holds config.json and the weights")
-            if not (path / "config.json").exists():
-                raise FileNotFoundError(f"{src} holds no config.json: not a transformers "
-                                        "model directory")
-            if not any(any(path.glob(g)) for g in _WEIGHTS):
-                raise FileNotFoundError(f"{src} holds no weights (no *.safetensors or *.bin); "
-                                        "save the model with save_pretrained() first")
-            src = str(path)
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
         dtypes = {"float32": torch.float32, "bfloat16": torch.bfloat16,
                   "float16": torch.float16}
         if dtype not in dtypes:
             raise ValueError(f"dtype must be one of {sorted(dtypes)}, got {dtype!r}")
+        device = check_device(device)
+        path = resolve(source, local_only=local_only)
+        cfg = check_directory(path)
         from transformers.utils import logging as hf_logging
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # no loading bars in notebooks and logs
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(src, local_files_only=local_only)
-            model = AutoModelForCausalLM.from_pretrained(src, dtype=dtypes[dtype],
-                                                         local_files_only=local_only)
+            with hub_offline(True):  # the files are local now: nothing needs the network
+                stored = sum(safetensors_parameters(w) for w in path.glob("*.safetensors"))
+                declared = _declared_parameters(path)
+                if declared > stored:
+                    raise ValueError(
+                        f"{path}/config.json describes a model of {declared:,} parameters; "
+                        f"its weights hold {stored:,}: the rest would be random (is the "
+                        "config right?)")
+                self.tokenizer = AutoTokenizer.from_pretrained(
+                    str(path), local_files_only=True, trust_remote_code=False)
+                model = AutoModelForCausalLM.from_pretrained(
+                    str(path), dtype=dtypes[dtype], local_files_only=True,
+                    trust_remote_code=False, use_safetensors=True)
+        except ValueError as exc:
+            if str(exc).startswith(str(path)):
+                raise
+            raise ValueError(f"{path}: transformers could not load it: {_one_line(exc)}"
+                             ) from None
+        except Exception as exc:  # untrusted files: any failure is a one-line refusal
+            raise ValueError(f"{path}: transformers could not load it: "
+                             f"{type(exc).__name__}: {_one_line(exc)}") from None
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
         self.model = model.to(device).eval()
         self.device = device
-        cfg = model.config
+        config = model.config
         window = None
         for key in ("max_position_embeddings", "n_positions", "n_ctx", "seq_length"):
-            window = window or getattr(cfg, key, None)
+            window = window or getattr(config, key, None)
         if not window:
-            raise ValueError(f"{src}: the config names no context window "
+            raise ValueError(f"{path}: the config names no context window "
                              "(max_position_embeddings or n_positions)")
         tok = self.tokenizer
-        vocab = model.get_output_embeddings().weight.shape[0]
+        if len(tok) < 2:
+            raise ValueError(f"{path}: the tokenizer holds {len(tok)} token(s); save the "
+                             "model's tokenizer beside it")
+        head = model.get_output_embeddings()
+        vocab = head.weight.shape[0]
+        parameters = int(sum(p.numel() for p in model.parameters()))
+        self._head = _Head(head).to(device)
+        for name, child in model.named_children():
+            if child is head:
+                setattr(model, name, self._head)
+                break
+        else:  # the head is deeper inside: full logits, cast to float32 after
+            self._head = None
         pieces = tok.convert_ids_to_tokens(list(range(min(len(tok), 4096))))
         character_level = all(len(tok.convert_tokens_to_string([p])) <= 1 for p in pieces
                               if p is not None and p not in tok.all_special_tokens)
@@ -507,26 +781,40 @@ class HFModel(LanguageModel):
         super().__init__(name=str(source), tokenizer_name=type(tok).__name__,
                          vocab_size=int(vocab), window=int(window),
                          character_level=character_level, prefix=prefix,
-                         parameters=int(sum(p.numel() for p in model.parameters())))
-        self.softcap = getattr(cfg, "final_logit_softcapping", None)
+                         parameters=parameters)
+        marker = path / "standarderror.json"
+        self.export_of_tiny = False
+        if marker.exists():
+            try:
+                self.export_of_tiny = _json(marker).get("source") == "standarderror.llm.tiny"
+            except ValueError:
+                pass
         #: how summaries and figures name the model: a local directory by its last component
-        self.label = path.name if path.exists() else str(source)
+        self.label = Path(str(source)).name if Path(str(source)).exists() else str(source)
+        self.model_type = cfg.get("model_type")
 
     def info(self) -> dict:
         return {**super().info(), "model_type": self.model.config.model_type,
                 "dtype": str(next(self.model.parameters()).dtype).replace("torch.", ""),
-                "device": self.device}
+                "head": "float32", "device": self.device}
 
     def logits(self, ids, last=None):
         ids = ids.to(self.device)
-        if last is None or self.softcap:
+        top = int(ids.max()) if ids.numel() else 0
+        if top >= self.vocab_size or (ids.numel() and int(ids.min()) < 0):
+            raise ValueError(f"token id {top} is outside the model's vocabulary of "
+                             f"{self.vocab_size}")
+        if last is None:
+            return self.model(input_ids=ids, use_cache=False).logits.float()
+        last = last.to(self.device)
+        if self._head is None:
             z = self.model(input_ids=ids, use_cache=False).logits
-            return z if last is None else z[torch.arange(z.shape[0]), last.to(self.device)]
-        # Only the rows needed: the final hidden state at ``last``, through the output head
-        # (never a batch x time x vocab tensor for a 32k+ vocabulary).
-        h = self.model.base_model(input_ids=ids, use_cache=False).last_hidden_state
-        h = h[torch.arange(h.shape[0], device=h.device), last.to(h.device)]
-        return self.model.get_output_embeddings()(h)
+            return z[torch.arange(z.shape[0], device=z.device), last].float()
+        self._head.rows = last  # the model's own forward, one position per row at the head
+        try:
+            return self.model(input_ids=ids, use_cache=False).logits[:, 0].float()
+        finally:
+            self._head.rows = None
 
     def encode(self, text: str) -> np.ndarray:
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
@@ -537,17 +825,23 @@ class HFModel(LanguageModel):
                                      clean_up_tokenization_spaces=False)
 
     def check_text(self, text: str, ids=None) -> None:
+        """Raise if the tokenizer maps characters of ``text`` to its unknown token (naming
+        them) or gives ids the model has no row for (a tokenizer larger than the model)."""
+        ids = self.encode(text) if ids is None else np.asarray(ids)
         unk = self.tokenizer.unk_token_id
-        if unk is None:
-            return
-        ids = self.encode(text) if ids is None else ids
-        if np.any(np.asarray(ids) == unk):
+        if unk is not None and np.any(ids == unk):
             vocab = self.tokenizer.get_vocab()
             missing = sorted({ch for ch in set(text) if ch not in vocab
                               and unk in self.encode(ch)})
             raise ValueError(f"the tokenizer of {self.name} maps characters of the text to its "
                              f"unknown token {self.tokenizer.unk_token!r}: {missing!r}; use "
                              "text it covers or a tokenizer with byte fallback")
+        if ids.size and int(ids.max()) >= self.vocab_size:
+            bad = ids[ids >= self.vocab_size]
+            raise ValueError(f"the tokenizer of {self.name} gives token ids up to "
+                             f"{int(bad.max())}, beyond the model's vocabulary of "
+                             f"{self.vocab_size} ({bad.size} tokens of the text): the "
+                             "tokenizer does not belong to this model")
 
 
 def load_model(source=None, **kwargs) -> LanguageModel:
