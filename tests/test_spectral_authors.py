@@ -473,10 +473,10 @@ def test_temperature_interval_draws_are_refits(data):
     np.testing.assert_array_equal(got["draws"], want)
     assert got["temperature"] == sp.fit_temperature(a, y, grid=g)["temperature"]
     assert got["low"] <= got["temperature"] <= got["high"] or got["at_edge"] > 0
-    # the default fine grid agrees with the continuous fit to its 1% step
+    # the default fine grid agrees with the continuous fit to its 2% step
     fine = sp.temperature_interval(a, y, bootstrap=20)
     assert fine["temperature"] == pytest.approx(sp.fit_temperature(a, y)["temperature"],
-                                                rel=0.011)
+                                                rel=0.021)
     with pytest.raises(ValueError, match="level"):
         sp.temperature_interval(a, y, level=1.5)
     with pytest.raises(ValueError, match="bootstrap"):
