@@ -59,10 +59,15 @@ explicit options (the defaults stay exact):
 * ``arithmetic="authors"`` (:func:`log_score`, :func:`risk`, :func:`entropy`,
   :func:`risk_curve`, :func:`fit_temperature`): each :math:`d \times d` density matrix is
   built and eigendecomposed in float32; the absolute value of every eigenvalue is raised to
-  :math:`1/T` and renormalised over all :math:`d`; only what is still exactly zero becomes
-  ``eps``. The fitted temperature is the argmin over :data:`AUTHORS_GRID`. Two halves of that
-  recipe are available separately: ``"float64-abs"`` (float64 decomposition, absolute values)
-  and ``"float32-clip"`` (float32 decomposition, negative eigenvalues set to zero).
+  :math:`1/T` and renormalised over all :math:`d`, giving the scaled eigenvalues
+  :math:`\mu_k`; the log score is :math:`-\sum_{k=1}^{d} p_k \log\max(\mu_k, \varepsilon)`
+  with :math:`p_k = (u_k^\top y)^2` (the floor applies to *every* scaled eigenvalue, not only
+  to exact zeros: their code, not the paper's sentence about zero eigenvalues, produced their
+  numbers), and the entropy is :math:`-\sum_k \mu_k\log\mu_k` with :math:`0\log 0 = 0` and
+  no floor. The fitted temperature is the argmin over :data:`AUTHORS_GRID` (log-spaced).
+  Two halves of that recipe are available separately: ``"float64-abs"`` (float64
+  decomposition, absolute values) and ``"float32-clip"`` (float32 decomposition, negative
+  eigenvalues set to zero); both use the same floor.
 * ``variant="authors"`` (:func:`reliability`, :func:`calibration_error`, :func:`auroc`,
   :func:`kernel_language_entropy`): the conventions of their Algorithm 1, Cal_S, AUROC and KLE
   (see each function).
@@ -83,16 +88,22 @@ from . import _checks
 ZERO = 1e-12
 #: The paper's replacement for zero eigenvalues inside the logarithm.
 EPS = 1e-10
-#: The authors' grid of temperatures for fitting T (11 values from 0.5 to 5.01).
-AUTHORS_GRID = np.linspace(0.5, 5.01, 11)
+#: The authors' grid of temperatures for fitting T: 11 log-spaced values,
+#: ``np.round([10**(i/10) for i in range(-3, 8)], 2)`` = 0.5, 0.63, 0.79, 1.0, 1.26, 1.58, 2.0,
+#: 2.51, 3.16, 3.98, 5.01 (the paper's T = 2.51 lies on it).
+AUTHORS_GRID = np.round([10 ** (i / 10) for i in range(-3, 8)], 2)
+#: The authors' grid of *sampling* temperatures for the Lamb et al. (2025) baseline: 20 values,
+#: ``np.logspace(np.log10(0.1), np.log10(3.0), 20)``.
+LAMB_GRID = np.logspace(np.log10(0.1), np.log10(3.0), 20)
 #: The arithmetics of the per-question quantities: ours, and the authors' with its two halves.
 ARITHMETICS = ("exact", "authors", "float64-abs", "float32-clip")
 #: Rough working-memory budget (bytes) for one chunk of questions.
 _CHUNK_BYTES = 1 << 25
 
 __all__ = [
-    "ZERO", "EPS", "AUTHORS_GRID", "ARITHMETICS", "null_share", "eigenvalues", "entropy", "log_score", "risk", "risk_curve",
-    "fit_temperature", "similarity", "cluster", "calibration_error", "naive_reliability",
+    "ZERO", "EPS", "AUTHORS_GRID", "LAMB_GRID", "ARITHMETICS", "null_share", "outside_share",
+    "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_temperature",
+    "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error", "naive_reliability",
     "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
     "kernel_language_entropy",
 ]
@@ -285,10 +296,11 @@ def log_score(answers, targets, temperature: float = 1.0, eps: float = EPS, *,
               arithmetic: str = "exact") -> np.ndarray:
     r"""Matrix log score :math:`y^\top (-\log h_T(\hat d(x)))\, y` per question, shape ``(n,)``.
 
-    Zero eigenvalues are replaced by ``eps`` inside the logarithm, as in the paper; only the
-    component of :math:`y` outside the span of the answers meets them. With an authors'
-    ``arithmetic`` the score is :math:`\sum_{k=1}^{d} (u_k^\top y)^2 (-\log \mu_k)` over the
-    dense decomposition, ``eps`` standing in for the :math:`\mu_k` that are exactly zero.
+    Exact (default): zero eigenvalues are replaced by ``eps`` inside the logarithm, as the
+    paper's text says; only the component of :math:`y` outside the span of the answers meets
+    them. With an authors' ``arithmetic`` the score is
+    :math:`\sum_{k=1}^{d} (u_k^\top y)^2 \bigl(-\log \max(\mu_k, \varepsilon)\bigr)` over
+    the dense decomposition: as in their code, the floor applies to every scaled eigenvalue.
     """
     a = _answers(answers)
     n, _, d = a.shape
@@ -409,6 +421,54 @@ def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
     }
 
 
+#: Default grid for :func:`temperature_interval`: 2% steps in T from 0.2 to 5.
+_INTERVAL_GRID = np.exp(np.arange(np.log(0.2), np.log(5.0) + 1e-9, np.log(1.02)))
+
+
+def temperature_interval(answers, targets, *, bootstrap: int = 1000, seed: int = 0,
+                         level: float = 0.95, grid=None, eps: float = EPS,
+                         arithmetic: str = "exact") -> dict:
+    r"""Bootstrap interval of the fitted matrix temperature over questions.
+
+    The per-question log scores are computed once at every temperature of ``grid`` (from one
+    eigendecomposition); each of ``bootstrap`` draws resamples the questions with replacement
+    and takes the argmin of its mean score over the grid. ``grid=None`` is a fine grid (2%
+    steps from 0.2 to 5), so the interval is that of the continuous fit to within 2%;
+    pass :data:`AUTHORS_GRID` for the authors' discrete fit.
+
+    Returns
+    -------
+    dict
+        ``temperature`` (the grid argmin on all questions), ``low``, ``high`` (percentile
+        interval at ``level``), ``draws`` (the argmin of each draw), ``grid``, ``at_edge``
+        (share of draws on the first or last grid temperature).
+    """
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    e = _eps(eps)
+    ar = _arithmetic(arithmetic)
+    nb = _count(bootstrap, "bootstrap", low=2)
+    lv = _level(level)
+    gr = _INTERVAL_GRID if grid is None else np.atleast_1d(
+        _checks.array(grid, "grid", ndim=None)).astype(float)
+    if gr.ndim != 1:
+        raise ValueError(f"grid must be one-dimensional, got shape {gr.shape}")
+    for g in gr:
+        _temperature(g, "grid")
+    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    scores = np.array([_score_any(sp, 1.0 / g, e) for g in gr])  # (k, n)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(nb, n))
+    counts = np.bincount((idx + n * np.arange(nb)[:, None]).ravel(),
+                         minlength=nb * n).reshape(nb, n).astype(float)
+    best = gr[np.argmin(counts @ scores.T, axis=1)]
+    lo, hi = np.quantile(best, [(1 - lv) / 2, (1 + lv) / 2], method="inverted_cdf")
+    return {"temperature": float(gr[int(np.argmin(scores.mean(1)))]), "low": float(lo),
+            "high": float(hi), "draws": best, "grid": gr,
+            "at_edge": float(np.mean((best == gr.min()) | (best == gr.max())))}
+
+
 def outside_share(answers, targets) -> np.ndarray:
     r"""Share of each unit target outside the span of its answers,
     :math:`1 - \lVert P_{\mathrm{span}}\, y\rVert^2`, shape ``(n,)`` (exact, Gram space). This is
@@ -506,11 +566,12 @@ def _dense(a: np.ndarray, y: np.ndarray | None, arithmetic: str) -> dict:
 
 
 def _score_any(sp: dict, alpha, eps: float) -> np.ndarray:
-    """Per-question log score from an exact (Gram) or a dense spectrum."""
+    r"""Per-question log score from an exact (Gram) or a dense spectrum. Dense (the authors'):
+    :math:`-\sum_k p_k \log\max(\mu_k, \varepsilon)`, the floor on every scaled eigenvalue."""
     if not sp.get("dense"):
         return _score_from(sp["lam"], sp["proj"], alpha, eps)
     _, logmu = _log_scaled(sp["lam"], alpha)
-    logmu = np.where(np.isfinite(logmu), logmu, np.log(eps))  # eps only for what is still zero
+    logmu = np.maximum(logmu, np.log(eps))  # max(mu, eps), exact zeros (-inf) included
     return -np.sum(sp["proj"] * logmu, axis=-1)
 
 
@@ -1024,47 +1085,99 @@ def _auc_rows(scores: np.ndarray, correct: np.ndarray) -> np.ndarray:
         return (np.sum(r * correct, axis=-1) - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def _scores_correct(scores, correct, name: str = "scores"):
+    s = _checks.array(scores, name, ndim=1)
+    c = np.asarray(correct)
+    if c.shape != s.shape:
+        raise ValueError(f"correct must have the same shape as {name} {s.shape}, got {c.shape}")
+    if not np.all((c == 0) | (c == 1)):
+        raise ValueError("correct must hold 0/1 (or booleans)")
+    c = c.astype(float)
+    if c.min() == c.max():
+        raise ValueError("correct must contain both correct and incorrect answers for an AUROC")
+    return s, c
+
+
+def _level(level) -> float:
+    try:
+        v = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}") from None
+    if not 0 < v < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    return v
+
+
 def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0, variant: str = "ours") -> dict:
     """AUROC of a confidence score for answer correctness, with bootstrap error bars.
 
     Higher ``scores`` must mean "more likely correct" (pass ``-entropy`` for an entropy).
     Agrees with :func:`sklearn.metrics.roc_auc_score`; the bootstrap resamples questions with
-    replacement ``bootstrap`` times (draws containing a single class are skipped).
+    replacement ``bootstrap`` times (at least 2: a standard deviation needs two draws).
 
     ``variant="ours"`` reports the full-sample AUROC and the bootstrap standard deviation
-    (``ddof=1``). ``variant="authors"`` reports the *mean* of the bootstrap AUROCs and, as
-    ``se``, their standard deviation (numpy's default ``ddof=0``) divided by the number of
-    draws (20 by default), which is what the authors' ± is.
+    (``ddof=1``); draws containing a single class have no AUROC and are skipped, and fewer than
+    two usable draws is an error. ``variant="authors"`` reports the *mean* of the bootstrap
+    AUROCs and, as ``se``, their standard deviation with ``ddof=1`` (pandas' default) divided
+    by the number of draws (20 by default), which is what the authors' ± is; as in their code
+    (:func:`sklearn.metrics.roc_auc_score` raises on one class), a draw with a single class
+    is an error there, not skipped.
 
     Returns
     -------
     dict
         ``auroc``, ``se`` (standard deviation over bootstrap draws), ``draws``.
     """
-    s = _checks.array(scores, "scores", ndim=1)
-    c = np.asarray(correct)
-    if c.shape != s.shape:
-        raise ValueError(f"correct must have the same shape as scores {s.shape}, got {c.shape}")
-    if not np.all((c == 0) | (c == 1)):
-        raise ValueError("correct must hold 0/1 (or booleans)")
-    c = c.astype(float)
-    if c.min() == c.max():
-        raise ValueError("correct must contain both correct and incorrect answers for an AUROC")
-    nb = _count(bootstrap, "bootstrap", low=0)
+    s, c = _scores_correct(scores, correct)
+    nb = _count(bootstrap, "bootstrap", low=2)
     authors = _variant(variant) == "authors"
-    if authors and nb < 1:
-        raise ValueError("variant='authors' averages bootstrap draws: bootstrap must be >= 1")
     value = float(_auc_rows(s, c))
-    draws = np.empty(0)
-    if nb:
-        idx = np.random.default_rng(seed).integers(0, len(s), size=(nb, len(s)))
-        draws = _auc_rows(s[idx], c[idx])
-        draws = draws[np.isfinite(draws)]
+    idx = np.random.default_rng(seed).integers(0, len(s), size=(nb, len(s)))
+    draws = _auc_rows(s[idx], c[idx])
+    usable = np.isfinite(draws)
     if authors:
-        return {"auroc": float(draws.mean()), "se": float(draws.std() / len(draws)),
+        if not usable.all():
+            raise ValueError(
+                f"variant='authors': {int((~usable).sum())} of {nb} bootstrap draws hold a "
+                "single class of correct, where the authors' AUROC is undefined; use "
+                "variant='ours' (which skips them) or more questions")
+        return {"auroc": float(draws.mean()), "se": float(draws.std(ddof=1) / nb),
                 "draws": draws}
-    return {"auroc": value, "se": float(draws.std(ddof=1)) if len(draws) > 1 else float("nan"),
-            "draws": draws}
+    draws = draws[usable]
+    if len(draws) < 2:
+        raise ValueError(
+            f"only {len(draws)} of {nb} bootstrap draws hold both classes of correct; a "
+            "standard deviation needs two: raise bootstrap or use more questions")
+    return {"auroc": value, "se": float(draws.std(ddof=1)), "draws": draws}
+
+
+def auroc_difference(first, second, correct, *, bootstrap: int = 1000, seed: int = 0,
+                     level: float = 0.95) -> dict:
+    r"""Paired bootstrap of the AUROC difference of two confidence scores on the same
+    questions: :math:`\mathrm{AUROC}(\text{first}) - \mathrm{AUROC}(\text{second})`.
+
+    Each draw resamples the questions with replacement once and computes both AUROCs on that
+    same resample, so the spread is that of the *difference* (the two scores' errors are
+    correlated; their separate spreads overstate it). Draws with a single class are skipped.
+
+    Returns
+    -------
+    dict
+        ``difference`` (full sample), ``low``, ``high`` (percentile interval at ``level``),
+        ``se`` (standard deviation of the paired draws, ``ddof=1``), ``draws``.
+    """
+    a, c = _scores_correct(first, correct, "first")
+    b, _ = _scores_correct(second, correct, "second")
+    nb = _count(bootstrap, "bootstrap", low=2)
+    lv = _level(level)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(nb, len(a)))
+    d = _auc_rows(a[idx], c[idx]) - _auc_rows(b[idx], c[idx])
+    d = d[np.isfinite(d)]
+    if len(d) < 2:
+        raise ValueError(f"only {len(d)} of {nb} bootstrap draws hold both classes of correct")
+    lo, hi = np.quantile(d, [(1 - lv) / 2, (1 + lv) / 2])
+    return {"difference": float(_auc_rows(a, c) - _auc_rows(b, c)), "low": float(lo),
+            "high": float(hi), "se": float(d.std(ddof=1)), "draws": d}
 
 
 def _unit_gram(a: np.ndarray) -> np.ndarray:

@@ -59,7 +59,7 @@ def ref_scaled(w, t):
 def ref_score(e, y, t, arithmetic, eps=EPS):
     w, u = ref_eig(e, arithmetic)
     mu = ref_scaled(w, t)
-    mu = np.where(mu > 0, mu, eps)  # eps only for what is still zero
+    mu = np.maximum(mu, eps)  # their floor: every scaled eigenvalue below eps becomes eps
     c = (u.T @ y.astype(u.dtype)).astype(float)
     return float(np.sum(c * c * -np.log(mu)))
 
@@ -111,10 +111,68 @@ def test_hand_worked_round_off_is_raised_to_one_over_t():
     assert sp.null_share(a, 3.0, arithmetic="exact")[0] == 0.0
 
 
+def test_authors_grids_are_their_log_spaced_grids():
+    # the eleven values of np.round([10**(i/10) for i in range(-3, 8)], 2), written out
+    assert sp.AUTHORS_GRID.tolist() == [0.5, 0.63, 0.79, 1.0, 1.26, 1.58, 2.0, 2.51, 3.16,
+                                        3.98, 5.01]
+    assert 2.51 in sp.AUTHORS_GRID  # the paper's fitted T lies on it
+    # Lamb et al.'s sampling temperatures: 20 values, ratio constant, from 0.1 to 3.0
+    g = sp.LAMB_GRID
+    assert len(g) == 20 and g[0] == pytest.approx(0.1) and g[-1] == pytest.approx(3.0)
+    np.testing.assert_allclose(g[1:] / g[:-1], 30 ** (1 / 19), rtol=1e-12)
+
+
+def many_copies(k):
+    """k copies of e1 and one of e2 in R^2: the density matrix is diag(k, 1)/(k + 1), which
+    float32 holds to its rounding (the sums are exact integers), so the eigenvalues are known
+    by hand."""
+    a = np.zeros((1, k + 1, 2))
+    a[0, :k, 0] = 1.0
+    a[0, k, 1] = 1.0
+    return a
+
+
+def test_floor_binds_below_one_hand_worked():
+    # 3 copies of e1, 1 of e2: eigenvalues 3/4 and 1/4, so mu_2(T) = 1 / (3^(1/T) + 1).
+    a = many_copies(3)
+    y = [[0.0, 1.0]]
+    for ar in ("authors", "float64-abs", "float32-clip"):
+        # T = 0.05: 3^20 + 1 = 3,486,784,402, so mu_2 = 2.87e-10 > 1e-10 and is scored itself
+        assert sp.log_score(a, y, 0.05, arithmetic=ar)[0] == pytest.approx(
+            np.log(3.0 ** 20 + 1), rel=1e-6)
+        # T = 0.04: mu_2 = 1 / (3^25 + 1) = 1.18e-12 < 1e-10: the floor binds, cost -log eps
+        assert sp.log_score(a, y, 0.04, arithmetic=ar)[0] == pytest.approx(
+            -np.log(1e-10), rel=1e-6)
+        # the entropy has no floor: -sum mu log mu of (1 - mu_2, mu_2) at T = 0.04
+        mu2 = 1 / (3.0 ** 25 + 1)
+        want = -(1 - mu2) * np.log1p(-mu2) - mu2 * np.log(mu2)
+        assert sp.entropy(a, 0.04, arithmetic=ar)[0] == pytest.approx(want, rel=1e-5)
+    # exact arithmetic keeps its own convention: no floor on positive eigenvalues
+    assert sp.log_score(a, y, 0.04)[0] == pytest.approx(np.log(3.0 ** 25 + 1), rel=1e-9)
+
+
+def test_floor_binds_above_one_for_eps_1e3_hand_worked():
+    # 100,000 copies of e1 and one of e2: mu_2(T) = 1 / (100000^(1/T) + 1).
+    a = many_copies(100_000)
+    y = [[0.0, 1.0]]
+    # T = 1.26: 10^(5/1.26) = 9,290.4, so mu_2 = 1.08e-4 < 1e-3: the floor binds
+    got = sp.log_score(a, y, 1.26, eps=1e-3, arithmetic="authors")[0]
+    assert got == pytest.approx(-np.log(1e-3), rel=1e-6)
+    # T = 2: 10^2.5 + 1 = 317.23, so mu_2 = 3.15e-3 > 1e-3: scored itself
+    got = sp.log_score(a, y, 2.0, eps=1e-3, arithmetic="authors")[0]
+    assert got == pytest.approx(np.log(10 ** 2.5 + 1), rel=1e-5)
+    # with the default eps = 1e-10 nothing binds at T = 1.26
+    got = sp.log_score(a, y, 1.26, arithmetic="authors")[0]
+    assert got == pytest.approx(np.log(10 ** (5 / 1.26) + 1), rel=1e-5)
+    # so the authors' fit on the risk curve depends on eps here: their grid, target e2
+    fit3 = sp.fit_temperature(a, y, eps=1e-3, arithmetic="authors")
+    fit10 = sp.fit_temperature(a, y, arithmetic="authors")
+    assert fit3["grid_risk"][4] == pytest.approx(-np.log(1e-3), rel=1e-6)  # T = 1.26
+    assert fit10["grid_risk"][4] == pytest.approx(np.log(10 ** (5 / 1.26) + 1), rel=1e-5)
+
+
 def test_authors_grid_and_fit(data):
     a, y = data
-    assert len(sp.AUTHORS_GRID) == 11
-    assert sp.AUTHORS_GRID[0] == 0.5 and sp.AUTHORS_GRID[-1] == pytest.approx(5.01)
     fit = sp.fit_temperature(a, y, arithmetic="authors")
     risks = [np.mean([ref_score(a[i], y[i], t, "authors") for i in range(len(a))])
              for t in sp.AUTHORS_GRID]
@@ -135,13 +193,14 @@ def test_exponential_family_identity_under_authors_arithmetic():
     a = unit(rng.normal(size=(20, 3, 6)))
     y = unit(rng.normal(size=(20, 6)))
     fit = sp.fit_temperature(a, y, arithmetic="float64-abs", grid="continuous",
-                             bounds=(0.05, 1e4))
+                             bounds=(0.05, 1e4), eps=1e-300)
     if not fit["at_bound"]:
         assert fit["risk"] == pytest.approx(fit["entropy"], abs=1e-5)
     # the identity at any temperature, with a central difference in alpha
     for t in (0.7, 1.3):
         al, h = 1.0 / t, 1e-5
-        r = lambda x: sp.risk(a, y, 1.0 / x, arithmetic="authors")  # noqa: E731
+        # eps far below any scaled eigenvalue: the floor binds nowhere, as the identity needs
+        r = lambda x: sp.risk(a, y, 1.0 / x, eps=1e-300, arithmetic="authors")  # noqa: E731
         deriv = (r(al + h) - r(al - h)) / (2 * h)
         gap = r(al) - sp.entropy(a, t, arithmetic="authors").mean()
         assert gap == pytest.approx(al * deriv, rel=1e-3, abs=1e-4)
@@ -280,7 +339,7 @@ def test_auroc_authors_is_mean_of_bootstrap_and_sd_over_draws():
     idx = np.random.default_rng(4).integers(0, 60, size=(20, 60))
     draws = np.array([roc_auc_score(c[i], s[i]) for i in idx])
     assert got["auroc"] == pytest.approx(draws.mean(), abs=1e-12)
-    assert got["se"] == pytest.approx(draws.std() / 20, abs=1e-12)
+    assert got["se"] == pytest.approx(draws.std(ddof=1) / 20, abs=1e-12)  # pandas' ddof
     ours = sp.auroc(s, c, bootstrap=20, seed=4)
     assert ours["auroc"] == pytest.approx(roc_auc_score(c, s), abs=1e-12)
     assert ours["se"] == pytest.approx(draws.std(ddof=1), abs=1e-12)
@@ -339,3 +398,86 @@ def test_temperature_whose_reciprocal_overflows_is_rejected(data):
               lambda t: sp.eigenvalues(a, t)):
         with pytest.raises(ValueError, match="temperature"):
             f(1e-320)
+
+
+# --------------------------------------------------------------------------------------
+# Intervals (issue 20) and AUROC without silent NaN (issue 23, item 5)
+# --------------------------------------------------------------------------------------
+
+
+def test_auroc_needs_two_draws_and_names_bootstrap():
+    s = np.arange(6.0)
+    c = np.array([0, 1, 0, 1, 1, 0])
+    for nb in (0, 1):
+        for variant in ("ours", "authors"):
+            with pytest.raises(ValueError, match="bootstrap"):
+                sp.auroc(s, c, bootstrap=nb, variant=variant)
+
+
+def test_auroc_single_class_draws():
+    # one correct answer in 40 questions: about (39/40)^40 = 36% of draws miss it
+    s = np.linspace(0, 1, 40)
+    c = np.zeros(40, int)
+    c[-1] = 1
+    idx = np.random.default_rng(0).integers(0, 40, size=(20, 40))
+    both = np.array([c[i].min() != c[i].max() for i in idx])
+    assert 0 < both.sum() < 20
+    ours = sp.auroc(s, c, bootstrap=20, seed=0)
+    assert len(ours["draws"]) == both.sum()  # single-class draws skipped, not NaN
+    want = [roc_auc_score(c[i], s[i]) for i in idx[both]]
+    assert ours["se"] == pytest.approx(np.std(want, ddof=1), abs=1e-12)
+    # the authors' roc_auc_score raises on such a draw: so does their variant here
+    with pytest.raises(ValueError, match="single class"):
+        sp.auroc(s, c, bootstrap=20, seed=0, variant="authors")
+    # when fewer than two draws hold both classes, ours refuses instead of returning NaN
+    c2 = np.array([1, 0, 0])
+    for seed in range(100):  # a seed whose three draws hold both classes at most once
+        idx = np.random.default_rng(seed).integers(0, 3, size=(3, 3))
+        if sum(c2[i].min() != c2[i].max() for i in idx) < 2:
+            break
+    with pytest.raises(ValueError, match="both classes"):
+        sp.auroc([0.0, 1.0, 2.0], c2, bootstrap=3, seed=seed)
+
+
+def test_auroc_difference_is_paired():
+    rng = np.random.default_rng(7)
+    n = 300
+    c = (rng.random(n) < 0.3).astype(int)
+    base = c + rng.normal(size=n)
+    a = base + 0.3 * rng.normal(size=n)
+    b = base + 0.3 * rng.normal(size=n)
+    got = sp.auroc_difference(a, b, c, bootstrap=200, seed=3)
+    assert got["difference"] == pytest.approx(roc_auc_score(c, a) - roc_auc_score(c, b),
+                                              abs=1e-12)
+    idx = np.random.default_rng(3).integers(0, n, size=(200, n))
+    want = np.array([roc_auc_score(c[i], a[i]) - roc_auc_score(c[i], b[i]) for i in idx])
+    np.testing.assert_allclose(got["draws"], want, atol=1e-12)
+    assert got["low"] == pytest.approx(np.quantile(want, 0.025), abs=1e-12)
+    assert got["high"] == pytest.approx(np.quantile(want, 0.975), abs=1e-12)
+    # the paired spread is far below the separate ones (the scores share their noise)
+    sep = np.hypot(sp.auroc(a, c, bootstrap=200, seed=3)["se"],
+                   sp.auroc(b, c, bootstrap=200, seed=3)["se"])
+    assert got["se"] < 0.6 * sep
+    # a score against itself: difference 0 in every draw
+    same = sp.auroc_difference(a, a, c, bootstrap=50)
+    assert same["difference"] == 0 and same["low"] == 0 and same["high"] == 0
+
+
+def test_temperature_interval_draws_are_refits(data):
+    a, y = data
+    g = [0.5, 0.8, 1.0, 1.3, 2.0]
+    got = sp.temperature_interval(a, y, bootstrap=30, seed=2, grid=g)
+    n = len(a)
+    idx = np.random.default_rng(2).integers(0, n, size=(30, n))
+    want = [sp.fit_temperature(a[i], y[i], grid=g)["temperature"] for i in idx]
+    np.testing.assert_array_equal(got["draws"], want)
+    assert got["temperature"] == sp.fit_temperature(a, y, grid=g)["temperature"]
+    assert got["low"] <= got["temperature"] <= got["high"] or got["at_edge"] > 0
+    # the default fine grid agrees with the continuous fit to its 2% step
+    fine = sp.temperature_interval(a, y, bootstrap=20)
+    assert fine["temperature"] == pytest.approx(sp.fit_temperature(a, y)["temperature"],
+                                                rel=0.021)
+    with pytest.raises(ValueError, match="level"):
+        sp.temperature_interval(a, y, level=1.5)
+    with pytest.raises(ValueError, match="bootstrap"):
+        sp.temperature_interval(a, y, bootstrap=1)
