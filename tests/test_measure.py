@@ -102,6 +102,14 @@ def test_llama_calibration_runs_and_is_consistent(llama):
     assert r["rows"] == 2 * 4 * 64
     margin = {row["aurc"] for row in r["abstention"] if row["score"] == "margin"}
     assert len(margin) == 1                      # the margin's order cannot move with T
+    # summary(width=...) wraps at spaces only: every line fits, and the words are the same
+    plain, wrapped = measure.summary(r), measure.summary(r, width=60)
+    assert max(len(line) for line in plain.split("\n")) > 60
+    assert all(len(line) <= 60 for line in wrapped.split("\n")
+               if " " in line.strip())          # a single long word cannot be wrapped
+    assert wrapped.split() == plain.split()
+    with pytest.raises(ValueError, match="width"):
+        measure.summary(r, width=0)
 
 
 def test_llama_conformal_handles_multi_token_options(llama):

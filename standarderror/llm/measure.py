@@ -39,6 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
+from standarderror import _checks
 from standarderror.llm import interface
 from standarderror.llm.interface import LanguageModel
 from standarderror.llm.predictions import windows
@@ -748,8 +749,18 @@ def write(result: dict, out) -> dict:
     return {k: v[1] for k, v in final.items()}
 
 
-def summary(result: dict) -> str:
-    """A short plain-text table of the result."""
+def summary(result: dict, width: int | None = None) -> str:
+    """A short plain-text table of the result; with ``width``, lines longer than ``width``
+    characters are wrapped at spaces, continuations indented (a page's column).
+    """
+    if width is not None:
+        _checks.positive_int(width, "width")
+        import textwrap
+
+        return "\n".join(
+            "\n".join(textwrap.wrap(line, width, subsequent_indent="    ",
+                                    break_long_words=False, break_on_hyphens=False))
+            or line for line in summary(result).split("\n"))
     m = result["model"]
     lines = [f"{result['task']} -- {m.get('label', m['name'])}: {m['parameters']:,} parameters, "
              f"vocabulary {m['vocab']:,}", f"tokenizer {m['tokenizer']}"]
