@@ -167,14 +167,10 @@ def _run_strict(book: Path, **env) -> subprocess.CompletedProcess:
                  **env))
 
 
-@pytest.mark.slow
-def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
-    """A re-execution of an unchanged build passes; a changed print, a changed pin and a
-    changed figure each fail, with the page, the cell and both values in the message."""
-    _, nb_path = _built(tmp_path)
-    same = _run_strict(tmp_path)
-    assert same.returncode == 0, same.stdout + same.stderr
-
+def _tamper(nb_path, glued: str):
+    """Change the built notebook as another execution might: the printed "stable 2" becomes
+    "stable 3", a 4 x 3 pixel patch of the figure turns grey, and the pinned 0.25 becomes
+    ``glued`` in the glue record. Returns the notebook and its first code cell."""
     import io
 
     from matplotlib import image
@@ -189,7 +185,19 @@ def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
     second.outputs[0].data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
     nbformat.write(nb, nb_path)
     glue = nb_path.with_suffix(".glue.json")
-    glue.write_text(glue.read_text().replace('"0.25"', '"0.26"'))
+    glue.write_text(glue.read_text().replace('"0.25"', f'"{glued}"'))
+    return nb, first
+
+
+@pytest.mark.slow
+def test_strict_reexecution_passes_and_names_every_difference(tmp_path):
+    """A re-execution of an unchanged build passes; a changed print, a changed pin and a
+    changed figure each fail, with the page, the cell and both values in the message."""
+    _, nb_path = _built(tmp_path)
+    same = _run_strict(tmp_path)
+    assert same.returncode == 0, same.stdout + same.stderr
+
+    nb, first = _tamper(nb_path, "0.26")
     differ = _run_strict(tmp_path)
     out = differ.stdout
     assert differ.returncode == 1, out + differ.stderr
@@ -215,21 +223,7 @@ def test_reexecution_in_another_arithmetic_compares_like_pins(tmp_path):
     (tmp_path / "_toc.yml").write_text("format: jb-book\nroot: lectures/page\n")
     (nb_path.parent.parent / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(
         {"ATEN_CPU_CAPABILITY": "another", "OMP_NUM_THREADS": "2", "capability": "ANOTHER"}))
-    import io
-
-    from matplotlib import image
-
-    nb = nbformat.read(nb_path, as_version=4)
-    first, second = [c for c in nb.cells if c.cell_type == "code"]
-    first.outputs[0].text = first.outputs[0].text.replace("stable 2", "stable 3")
-    png = image.imread(io.BytesIO(base64.b64decode(second.outputs[0].data["image/png"])))
-    png[2:5, 3:7, :3] = 0.5
-    buffer = io.BytesIO()
-    image.imsave(buffer, png, format="png")
-    second.outputs[0].data["image/png"] = base64.b64encode(buffer.getvalue()).decode()
-    nbformat.write(nb, nb_path)
-    glue = nb_path.with_suffix(".glue.json")
-    glue.write_text(glue.read_text().replace('"0.25"', '"0.2500001"'))
+    nb, first = _tamper(nb_path, "0.2500001")
     ok = _run_strict(tmp_path)
     assert ok.returncode == 0, ok.stdout + ok.stderr
 
