@@ -1,0 +1,103 @@
+"""Dump the pinned values and printed outputs of executed notebooks, and compare two dumps.
+
+Speed work and restructuring must leave every pin bit-identical; this makes that checkable:
+
+    .venv/bin/python scripts/glue.py dump _build/jupyter_execute > before.json
+    ...change the code, rebuild...
+    .venv/bin/python scripts/glue.py dump _build/jupyter_execute > after.json
+    .venv/bin/python scripts/glue.py diff before.json after.json
+
+``dump`` walks a folder for executed ``.ipynb`` files (a full build's ``_build/jupyter_execute``
+or one page's ``/tmp/page-*/_build/jupyter_execute``) and records, per page, each pinned name's
+stored value (its ``repr``, full precision) and every text output (stream text and
+``text/plain``, pins excluded) in cell order. ``diff`` reports pins that changed, vanished or
+appeared, and the pages whose printed outputs differ; it exits 1 on any change of a pin that
+both dumps hold or of a printed output, 0 otherwise (new pins alone are reported, not failed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+GLUE_PREFIX = "application/papermill.record/"
+
+
+def _text(value) -> str:
+    return "".join(value) if isinstance(value, list) else str(value)
+
+
+def dump_notebook(path: Path) -> dict:
+    nb = json.loads(path.read_text())
+    pins: dict[str, str] = {}
+    outputs: list[str] = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") != "code":
+            continue
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name is not None and GLUE_PREFIX + "text/plain" in data:
+                pins[name] = _text(data[GLUE_PREFIX + "text/plain"])
+            elif out.get("output_type") == "stream":
+                outputs.append(_text(out.get("text", "")))
+            elif "text/plain" in data:
+                outputs.append(_text(data["text/plain"]))
+    return {"pins": pins, "outputs": outputs}
+
+
+def dump(folder: Path) -> dict:
+    pages = {}
+    for path in sorted(folder.rglob("*.ipynb")):
+        if ".ipynb_checkpoints" in path.parts:
+            continue
+        pages[path.relative_to(folder).with_suffix("").as_posix()] = dump_notebook(path)
+    if not pages:
+        raise SystemExit(f"glue: no executed notebooks under {folder}")
+    return pages
+
+
+def diff(before: dict, after: dict) -> int:
+    failed = False
+    same = 0
+    for page in sorted(set(before) | set(after)):
+        if page not in after or page not in before:
+            print(f"{page}: only in {'before' if page in before else 'after'}")
+            continue
+        b, a = before[page]["pins"], after[page]["pins"]
+        for name in sorted(set(b) | set(a)):
+            if name not in a:
+                print(f"{page}: pin {name} vanished (was {b[name]})")
+                failed = True
+            elif name not in b:
+                print(f"{page}: pin {name} new ({a[name]})")
+            elif a[name] != b[name]:
+                print(f"{page}: pin {name} changed {b[name]} -> {a[name]}")
+                failed = True
+            else:
+                same += 1
+        if before[page]["outputs"] != after[page]["outputs"]:
+            bo, ao = before[page]["outputs"], after[page]["outputs"]
+            print(f"{page}: printed outputs differ ({len(bo)} before, {len(ao)} after)")
+            for i, (x, y) in enumerate(zip(bo, ao)):
+                if x != y:
+                    print(f"  first difference at output {i}:\n  - {x[:300]!r}\n  + {y[:300]!r}")
+                    break
+            failed = True
+    print(f"glue: {same} pins bit-identical; {'CHANGED' if failed else 'no pin or output changed'}")
+    return 1 if failed else 0
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "dump":
+        json.dump(dump(Path(argv[1])), sys.stdout, indent=1, sort_keys=True)
+        return 0
+    if len(argv) == 3 and argv[0] == "diff":
+        return diff(json.loads(Path(argv[1]).read_text()), json.loads(Path(argv[2]).read_text()))
+    print(__doc__.split("\n\n")[1], file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
