@@ -9,7 +9,8 @@ Speed work and restructuring must leave every pin bit-identical; this makes that
 
 ``dump`` walks a folder for executed ``.ipynb`` files (a full build's ``_build/jupyter_execute``
 or one page's ``/tmp/page-*/_build/jupyter_execute``) and records, per page, each pinned name's
-stored value (its ``repr``, full precision) and every text output (stream text and
+stored value (its ``repr``, full precision; myst-nb keeps them in ``NAME.glue.json`` beside
+the notebook) and every text output (stream text and
 ``text/plain``, pins excluded) in cell order. ``diff`` reports pins that changed, vanished or
 appeared, and the pages whose printed outputs differ; it exits 1 on any change of a pin that
 both dumps hold or of a printed output, 0 otherwise (new pins alone are reported, not failed).
@@ -31,6 +32,11 @@ def _text(value) -> str:
 def dump_notebook(path: Path) -> dict:
     nb = json.loads(path.read_text())
     pins: dict[str, str] = {}
+    # myst-nb moves glued outputs out of the executed notebook into NAME.glue.json
+    sidecar = path.with_suffix(".glue.json")
+    if sidecar.exists():
+        for name, out in json.loads(sidecar.read_text()).items():
+            pins[name] = _text(out.get("data", {}).get("text/plain", ""))
     outputs: list[str] = []
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
