@@ -8,16 +8,18 @@ Speed work and restructuring must leave every pin bit-identical; this makes that
     .venv/bin/python scripts/glue.py diff before.json after.json
 
 ``dump`` walks a folder for executed ``.ipynb`` files (a full build's ``_build/jupyter_execute``
-or one page's ``/tmp/page-*/_build/jupyter_execute``) and records, per page, each pinned name's
-stored value (its ``repr``, full precision; myst-nb keeps them in ``NAME.glue.json`` beside
-the notebook) and every text output (stream text and
-``text/plain``, pins excluded) in cell order. ``diff`` reports pins that changed, vanished or
-appeared, and the pages whose printed outputs differ; it exits 1 on any change of a pin that
-both dumps hold or of a printed output, 0 otherwise (new pins alone are reported, not failed).
+or one page's ``/tmp/page-*/_build/jupyter_execute``) and records, per page: each pinned
+name's stored value (its ``repr``, full precision; myst-nb keeps them in ``NAME.glue.json``
+beside the notebook); every printed output in cell order (stream text, Markdown or HTML
+tables, ``text/plain``); and a digest of each figure. ``diff`` reports pins that changed,
+vanished or appeared, pages whose printed outputs differ, and pages whose figures' bytes
+differ. It exits 1 when a pin both dumps hold changed or vanished, or a printed output
+changed; new pins and figure bytes are reported only.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,6 +40,7 @@ def dump_notebook(path: Path) -> dict:
         for name, out in json.loads(sidecar.read_text()).items():
             pins[name] = _text(out.get("data", {}).get("text/plain", ""))
     outputs: list[str] = []
+    figures: list[str] = []
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
@@ -48,9 +51,15 @@ def dump_notebook(path: Path) -> dict:
                 pins[name] = _text(data[GLUE_PREFIX + "text/plain"])
             elif out.get("output_type") == "stream":
                 outputs.append(_text(out.get("text", "")))
-            elif "text/plain" in data:
-                outputs.append(_text(data["text/plain"]))
-    return {"pins": pins, "outputs": outputs}
+            else:   # tables are Markdown or HTML; figures are compared by their bytes
+                for mime in ("text/markdown", "text/html", "text/plain"):
+                    if mime in data:
+                        outputs.append(_text(data[mime]))
+                        break
+                if "image/png" in data:
+                    digest = hashlib.sha256(_text(data["image/png"]).encode()).hexdigest()
+                    figures.append(digest[:16])
+    return {"pins": pins, "outputs": outputs, "figures": figures}
 
 
 def dump(folder: Path) -> dict:
@@ -91,6 +100,9 @@ def diff(before: dict, after: dict) -> int:
                     print(f"  first difference at output {i}:\n  - {x[:300]!r}\n  + {y[:300]!r}")
                     break
             failed = True
+        if before[page].get("figures") != after[page].get("figures"):
+            print(f"{page}: figure bytes differ (reported, not failed: a figure may change "
+                  "its bytes without its data)")
     print(f"glue: {same} pins bit-identical; {'CHANGED' if failed else 'no pin or output changed'}")
     return 1 if failed else 0
 
