@@ -56,8 +56,8 @@ def main():
     p_cal, y_cal, p_test = p[:5000], y[:5000], p[5000:]
     ok = True
     for score in ("lac", "aps"):
-        fast = best_of(lambda: conformal_sets(p_cal, y_cal, p_test, score=score), 7)
-        slow = best_of(lambda: loop_sets(p_cal, y_cal, p_test, 0.1, score), 1)
+        fast = best_of(lambda score=score: conformal_sets(p_cal, y_cal, p_test, score=score), 7)
+        slow = best_of(lambda score=score: loop_sets(p_cal, y_cal, p_test, 0.1, score), 1)
         same = np.array_equal(conformal_sets(p_cal, y_cal, p_test, score=score)["sets"],
                               loop_sets(p_cal, y_cal, p_test, 0.1, score))
         ok &= same and fast <= 0.050

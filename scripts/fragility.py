@@ -19,7 +19,8 @@ and ``THREADS`` is ``OMP_NUM_THREADS``. The first setting is the reference: the 
 ``nice``, pages one after the other, so the tool can share a busy machine; pass the cheap pages
 first. One JSON per page and setting is kept under ``--out`` (default ``_build/fragility``),
 with a SHA-256 of the page's code cells: a page already executed under a setting is not
-executed again unless its code changed or ``--force`` is given, so a long run can be interrupted and resumed. A
+executed again unless its code changed or ``--force`` is given, so a long run can be
+interrupted and resumed. A
 cell may take ``FRAGILITY_TIMEOUT_FACTOR`` (default 4) times its page's per-cell timeout, as
 a shared machine runs it slower than the book's budget assumes.
 

@@ -24,5 +24,6 @@ print(f"""\
 # installs with `pip install -c lock.txt -e ".[book,test]"` (LOCK=0: the newest releases
 # instead). A constraint only limits a version and never installs a package by itself, so a
 # line that another platform does not need is harmless. Written by scripts/lock.sh from a clean
-# install (Python {platform.python_version()}, {platform.system()} {platform.machine()}); do not edit by hand.""")
+# install (Python {platform.python_version()}, {platform.system()} {platform.machine()});
+# do not edit by hand.""")
 print("\n".join(sorted(lines, key=lambda s: s.lower())))

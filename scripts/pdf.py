@@ -455,8 +455,7 @@ def relink(writer, spans: list[Span], base: str, front: int | None) -> dict:
     is not in this PDF is dropped, its text kept (a page's own PDF: the other pages are other
     files); the contents' links (``book.invalid/page/N``) go to page N of the main matter, which
     starts at index ``front``. Links to the outside world stay. Returns counts by kind."""
-    from pypdf.generic import (ArrayObject, DictionaryObject, FloatObject, NameObject,
-                               NullObject, NumberObject)
+    from pypdf.generic import ArrayObject, DictionaryObject, FloatObject, NameObject, NullObject, NumberObject
 
     by_html = {s.html: s for s in spans}
     counts = {"within": 0, "between": 0, "contents": 0, "dropped": 0, "outside": 0}
@@ -524,10 +523,9 @@ def stamp(writer, page_range, numbers, first_number: int = 1) -> None:
 
 
 def build(html_dir: Path, out: Path, jobs: int, toc: Path, wrapped: bool = False) -> dict:
+    import yaml
     from pypdf import PdfReader, PdfWriter
     from pypdf.constants import PageLabelStyle
-
-    import yaml
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     book_title = config.get("title", "")

@@ -192,7 +192,8 @@ def precision_problem(quoted: str, value: float) -> str | None:
 
     A quote must carry at least one significant digit of the value: its last digit's unit may
     not exceed the leading digit's of the value rounded to one significant figure (``0`` for
-    0.49, ``1`` for 0.5466 and ``0.000`` for 0.0004 carry none; ``0.001`` for 0.000999 does). ``100%`` reads as *all*, so it quotes only a value of exactly 1. A quote
+    0.49, ``1`` for 0.5466 and ``0.000`` for 0.0004 carry none; ``0.001`` for 0.000999 does).
+    ``100%`` reads as *all*, so it quotes only a value of exactly 1. A quote
     equal to the value (an integer quantity, an exact zero) is always precise enough.
     """
     quote = parse_quote(quoted)

@@ -9,7 +9,8 @@ The task (:func:`questions`)
     ends just before a word, and six options: the word that actually comes next and five
     distractors. The true word is one of the frequent training words described next (rare
     true words against frequent distractors made the task close to impossible for our
-    model: the prior on frequent words wins). Distractors are frequent words of the training split (the ``pool`` most
+    model: the prior on frequent words wins). Distractors are frequent words of the training split (the
+    ``pool`` most
     frequent lower-case words of at least three letters, speaker names excluded) **of the
     same length** as the true word, drawn uniformly without replacement and capitalised
     like it. Option positions are shuffled with the seed.
@@ -64,7 +65,7 @@ LENGTHS = (3, 8)
 _WORD = re.compile(r"[A-Za-z]+")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _text(name: str) -> str:
     """A split's text, parsed once per process (held in memory only)."""
     return tiny.split(name)
@@ -126,7 +127,7 @@ def questions(count: int = 720, seed: int = 0, *, pool: int = 500,
         if len(by_length.get(n, [])) < OPTIONS:
             raise ValueError(f"the pool has {len(by_length.get(n, []))} words of length {n}; "
                              "raise pool or narrow lengths")
-    pattern = re.compile(r"(?<=[ \n])([A-Za-z]{%d,%d})(?=[^A-Za-z'\-])" % lengths)
+    pattern = re.compile(rf"(?<=[ \n])([A-Za-z]{{{lengths[0]},{lengths[1]}}})(?=[^A-Za-z'\-])")
     frequent = {w for words in by_length.values() for w in words}
     cands = [(m.start(), m.group(1)) for m in pattern.finditer(text)
              if m.start() >= context and _case_ok(m.group(1)) and m.group(1).lower() in frequent]

@@ -103,7 +103,8 @@ _CHUNK_BYTES = 1 << 25
 __all__ = [
     "ZERO", "EPS", "AUTHORS_GRID", "LAMB_GRID", "ARITHMETICS", "null_share", "outside_share",
     "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_temperature",
-    "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error", "naive_reliability",
+    "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error",
+    "naive_reliability",
     "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
     "kernel_language_entropy",
 ]

@@ -14,7 +14,6 @@ from scipy import special
 from standarderror.uncertainty import binning as bn
 from standarderror.uncertainty import calibration as cb
 
-
 # --------------------------------------------------------------------------------------
 # Batched ECE is calibration.ece, row by row
 # --------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@ Expected values come from arguments made here (order statistics, exchangeability
 written independently of the package), or from scipy; never from the package's own output.
 """
 
-from fractions import Fraction
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -173,7 +173,8 @@ def test_nonempty_adds_top_label_only_to_empty_sets():
     p_cal, y_cal = _draw(rng, 300, scale=3)
     p_test, y_test = _draw(rng, 300, scale=3)
     plain = cv.conformal_sets(p_cal, y_cal, p_test, score="aps", randomized=True, seed=1)["sets"]
-    full = cv.conformal_sets(p_cal, y_cal, p_test, score="aps", randomized=True, seed=1, nonempty=True)["sets"]
+    full = cv.conformal_sets(p_cal, y_cal, p_test, score="aps", randomized=True, seed=1,
+                              nonempty=True)["sets"]
     empty = ~plain.any(1)
     assert empty.any()
     np.testing.assert_array_equal(full[~empty], plain[~empty])

@@ -13,7 +13,6 @@ from scipy import stats
 from standarderror.uncertainty import coverage as cv
 from standarderror.uncertainty import exchangeability as ex
 
-
 # --------------------------------------------------------------------------------------
 # The level and the spread
 # --------------------------------------------------------------------------------------

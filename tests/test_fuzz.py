@@ -231,7 +231,6 @@ def corruptions(kind: str, d: dict):
     rows, k = d["rows"], d["k"]
     nan_p = d["p"].copy()
     nan_p[0, 0] = np.nan
-    common = [("complex", None), ("strings", None), ("empty", None)]
     if kind == "p":
         inf_p = d["p"].copy()
         inf_p[0, 0] = np.inf

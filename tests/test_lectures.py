@@ -27,9 +27,8 @@ from pathlib import Path
 
 import jupytext
 import nbformat
-import pytest
-
 import nbval_pages
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 

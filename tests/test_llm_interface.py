@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from standarderror.llm import interface, predictions as pr, semantic, tiny
+from standarderror.llm import interface, semantic, tiny
+from standarderror.llm import predictions as pr
 from standarderror.uncertainty import calibration, coverage
 
 

@@ -91,7 +91,7 @@ def test_analysis_on_two_checkpoints(qs, small_family):
     assert fam["logits"].shape == (3, 60, 6) and fam["calibration"].sum() == 30
     a = mc.analysis(fam)
     # temperature never changes an answer: accuracy identical at every T, exactly
-    for t, table in a["at"].items():
+    for table in a["at"].values():
         np.testing.assert_array_equal(table["accuracy"], a["at"][1.0]["accuracy"])
     np.testing.assert_array_equal(a["fitted"]["accuracy"], a["at"][1.0]["accuracy"])
     acc = (fam["logits"].argmax(2)[:, ~fam["calibration"]] == fam["y"][~fam["calibration"]]).mean(1)

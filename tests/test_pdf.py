@@ -224,7 +224,7 @@ class _Article(HTMLParser):
             self.run.append(data)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def built(docname: str) -> _Article:
     parser = _Article()
     parser.feed((SITE / f"{docname}.html").read_text(encoding="utf-8", errors="replace"))
@@ -235,18 +235,18 @@ def built(docname: str) -> _Article:
 # What the PDF says
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def book_text() -> list[str]:
     """The text of every page of the book (pdftotext, in reading order)."""
     return _run("pdftotext", "-enc", "UTF-8", str(BOOK), "-").split("\f")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def book_layout() -> list[str]:
     return _run("pdftotext", "-layout", "-enc", "UTF-8", str(BOOK), "-").split("\f")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bookmarks() -> list[tuple[int, str, int]]:
     """(depth, title, page index) of every bookmark of the book, in order."""
     from pypdf import PdfReader
@@ -265,14 +265,14 @@ def bookmarks() -> list[tuple[int, str, int]]:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def page_labels() -> list[str]:
     from pypdf import PdfReader
 
     return list(PdfReader(str(BOOK)).page_labels)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def chapters() -> dict[str, range]:
     """The pages of the book each page of the table of contents fills: from its bookmark to
     the next one's (the last: to the end)."""
@@ -295,7 +295,7 @@ def chapter_text(docname: str) -> str:
     return norm(" ".join(book_text()[i] for i in chapters()[docname]))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def images() -> list[dict]:
     """Every image drawn in the book (pdfimages -list): page (1-based), kind, size, object."""
     rows = []

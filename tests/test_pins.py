@@ -15,10 +15,24 @@ from pathlib import Path
 
 import pytest
 
-from standarderror.book import (BOUNDARY_MARGIN, check_quote, parse_quote, pin,
-                                precision_problem, render, within_margin)
-from standarderror.sphinxext.numbers import (code_literals, counts, declaration_problems,
-                                             phrase_spans, scan, tokens, word_numbers)
+from standarderror.book import (
+    BOUNDARY_MARGIN,
+    check_quote,
+    parse_quote,
+    pin,
+    precision_problem,
+    render,
+    within_margin,
+)
+from standarderror.sphinxext.numbers import (
+    code_literals,
+    counts,
+    declaration_problems,
+    phrase_spans,
+    scan,
+    tokens,
+    word_numbers,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -173,7 +173,7 @@ def _prev_next(page: str) -> dict:
     html = (SITE / page).read_text(encoding="utf-8")
     found = {}
     for kind in ("left-prev", "right-next"):
-        m = re.search(r'<a class="%s"\s+href="([^"]+)"' % kind, html)
+        m = re.search(rf'<a class="{kind}"\s+href="([^"]+)"', html)
         if m:
             target = os.path.normpath((Path(page).parent / m.group(1).split("#")[0]).as_posix())
             found[kind] = Path(target).as_posix()
@@ -194,7 +194,8 @@ def test_previous_next_links_walk_the_whole_book():
         links = _prev_next(page)
         nxt = links.get("right-next")
         if nxt is not None:
-            assert _prev_next(nxt).get("left-prev") == page, f"{nxt}: previous link does not lead back to {page}"
+            assert _prev_next(nxt).get("left-prev") == page, (
+                f"{nxt}: previous link does not lead back to {page}")
         page = nxt
     missed = sorted(set(pages) - set(order))
     assert not missed, f"pages the next links never reach: {missed} (reading order: {order})"
@@ -327,7 +328,8 @@ def browser():
 _REPORT = r"""
 const done = arguments[arguments.length - 1];
 const report = () => {
-  const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
+  const article = document.querySelector('article.bd-article')
+    || document.querySelector('main') || document.body;
   const math = Array.from(document.querySelectorAll('.math'));
   const scripts = Array.from(document.scripts).map(s => s.src).filter(s => /mathjax/i.test(s));
   const imgs = Array.from(article.querySelectorAll('img')).map(img => {
@@ -513,10 +515,11 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
         state = {"id": el["id"], "title": el["title"], "onload": browser.execute_script(
             _SOLUTION_STATE, el["id"])}
         try:
-            button = browser.find_element(By.CSS_SELECTOR, f'[id="{el["id"]}"] > .admonition-title .toggle-button')
+            button = browser.find_element(
+                By.CSS_SELECTOR, f'[id="{el["id"]}"] > .admonition-title .toggle-button')
             browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", button)
             button.click()
-            state["opened"] = not _wait_for(lambda: not browser.execute_script(
+            state["opened"] = not _wait_for(lambda el=el: not browser.execute_script(
                 _SOLUTION_STATE, el["id"])["shown"])
         except WebDriverException as exc:
             state["opened"], state["error"] = False, exc.msg or type(exc).__name__
@@ -540,13 +543,15 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
         except WebDriverException:
             browser.execute_script("arguments[0].click();", link)
         landings.append({"from": "this page", "fragment": frag,
-                         "problem": _wait_for(lambda: browser.execute_script(_LANDED, frag))})
+                         "problem": _wait_for(
+                             lambda frag=frag: browser.execute_script(_LANDED, frag))})
     # Cross-references from other pages: arrive at this page with the fragment.
     for frag in sorted(incoming):
         browser.execute_script("history.replaceState(null, '', location.pathname); "
                                "window.scrollTo(0, 0); location.hash = arguments[0];", frag)
         landings.append({"from": "another page", "fragment": frag,
-                         "problem": _wait_for(lambda: browser.execute_script(_LANDED, frag))})
+                         "problem": _wait_for(
+                             lambda frag=frag: browser.execute_script(_LANDED, frag))})
     found["landings"] = landings
     # Code lines are measured where the column is at its full width (see COLUMN_WINDOW).
     size = browser.get_window_size()
@@ -575,7 +580,8 @@ def visits(server, browser):
         browser.get(base + page)
         if browser.execute_script("return !!document.querySelector('meta[http-equiv=refresh]');"):
             # index.html redirects to the landing page: test the page the reader lands on.
-            WebDriverWait(browser, 30).until(lambda d: d.current_url != base + page and d.execute_script(
+            WebDriverWait(browser, 30).until(
+                lambda d, page=page: d.current_url != base + page and d.execute_script(
                 "return document.readyState === 'complete' && "
                 "!document.querySelector('meta[http-equiv=refresh]');"))
         report = browser.execute_async_script(_REPORT)
@@ -903,8 +909,9 @@ def lab(tmp_path_factory):
     import sys
 
     try:
-        import jupyterlab  # noqa: F401
         import jupytext  # noqa: F401
+
+        import jupyterlab  # noqa: F401
     except ImportError as exc:
         _unavailable(f"{exc.name} is not installed (it is in the book extra: pip install -e '.[book]')")
     tmp = tmp_path_factory.mktemp("lab")
@@ -1092,8 +1099,11 @@ return [crumbs ? crumbs.textContent.replace(/\s+/g, '') : null,
 def _double_click(driver, wait, name, opened):
     """Double click ``name`` in JupyterLab's file browser, as a person opens a file or folder,
     until ``opened(folder, tabs)`` (from ``_WHERE``) says it took effect."""
-    from selenium.common.exceptions import (ElementNotInteractableException,
-                                            StaleElementReferenceException, TimeoutException)
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        StaleElementReferenceException,
+        TimeoutException,
+    )
     from selenium.webdriver.common.action_chains import ActionChains
 
     short = type(wait)(driver, 15)
@@ -1122,7 +1132,8 @@ def _wait_state(driver, wait, ready, what: str) -> dict:
         s = driver.execute_script(_NOTEBOOK_STATE) or {}
         seen = {k: s.get(k) for k in ("tab", "notebook", "editor", "code", "markdown", "kernel", "outputs")}
         seen["pins"] = len(s.get("pins") or [])
-        pytest.fail(f"{what}; after {getattr(wait, '_timeout', '?')} s the notebook shows {json.dumps(seen)[:2500]}")
+        pytest.fail(f"{what}; after {getattr(wait, '_timeout', '?')} s the notebook shows "
+                    f"{json.dumps(seen)[:2500]}")
 
 
 def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code: int, shot: Path):

@@ -250,7 +250,8 @@ def test_algorithm_one_matches_dense(t):
     yy = unit(y)
     for b, g in enumerate(np.array_split(order, 3)):
         lab = clusters_from(dense_similarity([mats[i] for i in g]), 3)
-        tc = [dense_lmax(yy[g][lab == c].T @ yy[g][lab == c] / np.sum(lab == c)) for c in range(lab.max() + 1)]
+        tc = [dense_lmax(yy[g][lab == c].T @ yy[g][lab == c] / np.sum(lab == c))
+              for c in range(lab.max() + 1)]
         assert got["predicted"][b] == pytest.approx(top[g].mean(), abs=TOL)
         assert got["target"][b] == pytest.approx(np.mean(tc), abs=TOL)
     assert got["ece"] == pytest.approx(np.mean(np.abs(got["predicted"] - got["target"])), abs=1e-12)

@@ -16,9 +16,9 @@ See ``_ye.py`` for the conventions and the note on pickle files.
 
 import sys
 
+import _ye
 import numpy as np
 
-import _ye
 from standarderror.uncertainty import coverage as cv
 
 KEYS = ("lac_empty", "aps_empty", "aps_cov_nofb", "aps_cov", "aps_ones", "saturated")

@@ -17,9 +17,9 @@ See ``_ye.py`` for the conventions and the note on pickle files.
 
 import sys
 
+import _ye
 import numpy as np
 
-import _ye
 from standarderror.uncertainty import coverage as cv
 
 SIZES = (("lac", "lac_size"), ("aps", "aps_size"), ("avg", "average_size"))

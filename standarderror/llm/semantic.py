@@ -79,7 +79,8 @@ def questions(count: int, *, seed: int = 0, split: str = "test", context: int = 
     starts = starts[first]
     order = np.random.default_rng(seed).permutation(len(starts))
     if skip + count > len(starts):
-        raise ValueError(f"skip + count = {skip + count} exceeds the {len(starts)} usable places in {split!r}")
+        raise ValueError(f"skip + count = {skip + count} exceeds the {len(starts)} usable places "
+                         f"in {split!r}")
     chosen = np.sort(starts[order[skip:skip + count]])
     ctx = [text[p - context:p] for p in chosen]
     truth = [WORD.match(text, p).group() for p in chosen]

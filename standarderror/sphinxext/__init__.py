@@ -48,8 +48,7 @@ from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.book import (NONCE_ENV, PIN_METADATA, check_quote, parse_quote,
-                                precision_problem)
+from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
 
 PIN_CLASS = "pin"  # the class of a quote's span; the numbers scan counts it as pinned
 

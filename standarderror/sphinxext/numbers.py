@@ -384,7 +384,8 @@ def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
     """The numeric literals of a page's code cells, and the numbers it types for display.
 
     The second set holds, as typed (:func:`_typed_form`), the numbers inside string literals
-    and the numeric literals inside a display call (``Markdown``, ``HTML``, ``print``, ``display``, ``DataFrame`` ...): a
+    and the numeric literals inside a display call (``Markdown``, ``HTML``, ``print``, ``display``,
+    ``DataFrame`` ...): a
     number of a prose-like output that is one of them was typed, not computed.
     """
     import ast

@@ -136,7 +136,8 @@ def scale(logp_or_logits, temperature) -> np.ndarray:
 
     .. math::
 
-        \log p_T(k) = \frac{z_k - z_{\max}}{T} - \log\Bigl(1 + \sum_{j \ne \arg\max} e^{(z_j - z_{\max})/T}\Bigr)
+        \log p_T(k) = \frac{z_k - z_{\max}}{T}
+        - \log\Bigl(1 + \sum_{j \ne \arg\max} e^{(z_j - z_{\max})/T}\Bigr)
 
     Shifting by the row maximum before dividing keeps every exponent <= 0, and the top entry
     is excluded from the sum so that ``log1p`` keeps the top log-probability accurate when the

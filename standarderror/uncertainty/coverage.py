@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+from scipy import special, stats
 
-
+from standarderror import _checks
 
 # The held-out predictions live next to the model (standarderror.llm.predictions); they are
 # re-exported here under the seed's name, so `cv.predictions(...)` keeps working unchanged.
-from standarderror.llm.predictions import predictions  # noqa: E402,F401
-
+from standarderror.llm.predictions import predictions  # noqa: F401  (the seed's API)
+from standarderror.uncertainty import calibration as _cb
 
 # ======================================================================================
 # Split conformal prediction sets (LAC, APS) and the analyses of set size
@@ -17,13 +20,6 @@ from standarderror.llm.predictions import predictions  # noqa: E402,F401
 #
 # Everything below is a pure function over numpy arrays. Probabilities are (rows x K) with
 # rows summing to one; labels are integers in [0, K). Nothing here touches the model.
-
-import math  # noqa: E402
-
-from scipy import special, stats  # noqa: E402
-
-from standarderror import _checks  # noqa: E402
-from standarderror.uncertainty import calibration as _cb  # noqa: E402
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")
