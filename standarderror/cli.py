@@ -188,7 +188,8 @@ def main(argv=None) -> int:
             return 0
         kw = check(args)
         out = check_out(args.out)
-        from standarderror.llm import interface, measure
+        from standarderror.experiments import measure
+        from standarderror.llm import interface
 
         if args.model == "tiny":
             lm = interface.TinyLM()

@@ -150,7 +150,7 @@ def test_semantic_validation():
 
 
 def test_empty_selections_are_refused():
-    from standarderror import multiple_choice as mc
+    from standarderror.experiments import multiple_choice as mc
 
     with pytest.raises(ValueError, match="pool"):
         mc.distractor_pool(pool=0)
@@ -183,10 +183,8 @@ def test_memory_bounded_functions_match_their_old_results():
     assert np.array_equal(ex.calibration_masks(seq, splits=12, seed=2), old)
 
 
-def test_one_name_one_meaning():
-    assert cv.kendall_tau is cb.kendall_tau
-    assert cv.fit_temperature is cb.fit_temperature
-    assert not hasattr(cv, "fitted_temperature")
+def test_conformal_rank_is_exact_where_n_plus_one_times_the_level_is_whole():
+    # ceil((n + 1)(1 - alpha)) with (n + 1)(1 - alpha) = 9 and 90: no tolerance lifts it by one
     assert cv.conformal_rank(9, 0.1) == 9 and cv.conformal_rank(99, 0.1) == 90
 
 

@@ -7,7 +7,7 @@ import torch
 
 from standarderror.llm import interface, semantic, tiny
 from standarderror.llm import predictions as pr
-from standarderror.uncertainty import calibration, coverage
+from standarderror.uncertainty import coverage
 
 
 @pytest.fixture(scope="module")
@@ -33,14 +33,6 @@ def test_moved_predictions_are_bit_identical():
     for key in ("p", "logp", "y"):
         assert np.array_equal(new[key], old[key]), key
     assert coverage.predictions is pr.predictions
-
-
-def test_imports_run_one_way():
-    import inspect
-
-    src = inspect.getsource(calibration)
-    assert "uncertainty import coverage" not in src
-    assert "llm.predictions import predictions" in inspect.getsource(calibration._held_out)
 
 
 def test_windows_reproduce_tiny_batches(lm):
@@ -69,7 +61,7 @@ def test_next_token_and_continuation_agree_with_windows(lm):
 
 
 def test_continuation_matches_the_multiple_choice_scores(lm):
-    from standarderror import multiple_choice as mc
+    from standarderror.experiments import multiple_choice as mc
 
     qs = mc.questions(8, seed=3)
     ref = mc.option_logits(lm.loaded, qs)

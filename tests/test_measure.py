@@ -1,4 +1,4 @@
-"""The transformers backend and the three measurements (standarderror.llm.measure, the CLI).
+"""The transformers backend and the three measurements (standarderror.experiments.measure, the CLI).
 
 Offline, on two models built here: our tiny model exported to the GPT-2 format with a
 character tokenizer (it must reproduce the native path), and a randomly initialised
@@ -15,7 +15,8 @@ import torch
 pytest.importorskip("transformers")
 
 from standarderror import cli  # noqa: E402
-from standarderror.llm import export, interface, measure, tiny  # noqa: E402
+from standarderror.experiments import measure
+from standarderror.llm import export, interface, tiny  # noqa: E402
 from standarderror.uncertainty import calibration as cb  # noqa: E402
 
 

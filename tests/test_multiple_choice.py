@@ -1,4 +1,4 @@
-"""The six-option next-word task over the checkpoint family (standarderror.multiple_choice)."""
+"""The six-option next-word task over the checkpoint family (standarderror.experiments.multiple_choice)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from standarderror import multiple_choice as mc
+from standarderror.experiments import multiple_choice as mc
 from standarderror.llm import tiny
 from standarderror.uncertainty import coverage as cv
 

@@ -18,7 +18,8 @@ import torch
 pytest.importorskip("transformers")
 
 from standarderror import cli  # noqa: E402
-from standarderror.llm import export, interface, measure, tiny  # noqa: E402
+from standarderror.experiments import measure
+from standarderror.llm import export, interface, tiny  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

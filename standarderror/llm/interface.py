@@ -24,7 +24,7 @@ tokenizer; everything else is written once here, so the two backends measure the
 A serving engine (vLLM's offline ``LLM`` with ``prompt_logprobs`` / ``logprobs``, or an
 OpenAI-compatible endpoint returning log-probabilities) fits behind the same methods: it
 returns top-k log-probabilities rather than whole rows, which is what the streamed
-measurements of :mod:`standarderror.llm.measure` keep anyway. No such backend ships: it could
+measurements of :mod:`standarderror.experiments.measure` keep anyway. No such backend ships: it could
 not be tested here (see the page "Measure your own model").
 
 **Bad input is never silently measured.** A context longer than the model's window is cut

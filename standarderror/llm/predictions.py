@@ -5,7 +5,7 @@
 log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.TinyLM`.
 
 :func:`windows` draws the same windows from any token sequence, so the same held-out text can
-be put to any model of the interface (:func:`standarderror.llm.measure.calibration` streams
+be put to any model of the interface (:func:`standarderror.experiments.measure.calibration` streams
 them in blocks and never holds a predictions x vocabulary array).
 """
 

@@ -1,4 +1,11 @@
-"""Held-out predictions of the committed model, and coverage (split conformal) utilities."""
+"""Coverage: split conformal prediction sets and the analyses of their size.
+
+Pure functions over arrays; importing this module loads neither torch nor the model. One name
+is the seed's and reaches the model: ``coverage.predictions(...)``, the committed model's
+held-out predictions, is :func:`standarderror.llm.predictions.predictions`, resolved on first
+use by the module's ``__getattr__`` (so ``cv.predictions(...)`` keeps working and only a
+caller who uses it imports the model layer).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,6 @@ import numpy as np
 from scipy import special, stats
 
 from standarderror import _checks
-
-# The held-out predictions live next to the model (standarderror.llm.predictions); they are
-# re-exported here under the seed's name, so `cv.predictions(...)` keeps working unchanged.
-from standarderror.llm.predictions import predictions  # noqa: F401  (the seed's API)
 from standarderror.uncertainty import calibration as _cb
 
 # ======================================================================================
@@ -20,6 +23,17 @@ from standarderror.uncertainty import calibration as _cb
 #
 # Everything below is a pure function over numpy arrays. Probabilities are (rows x K) with
 # rows summing to one; labels are integers in [0, K). Nothing here touches the model.
+
+
+def __getattr__(name: str):
+    """``predictions``, the seed's name for the held-out predictions of the model layer,
+    imported on first use (PEP 562), so that importing coverage never loads the model."""
+    if name == "predictions":
+        from standarderror.llm.predictions import predictions
+
+        return predictions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")

@@ -1,4 +1,4 @@
-r"""The book's three measurements on any model of the interface (:mod:`.interface`).
+r"""The book's three measurements on any model of the interface (:mod:`standarderror.llm.interface`).
 
 * :func:`calibration` -- next-token predictions on held-out text: accuracy, NLL and ECE at
   Episode 3's temperatures, the fitted temperature, and the AURC of the three confidence
@@ -408,7 +408,7 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
               alpha: float = 0.1, draws: int = DRAWS, progress: bool = True) -> dict:
     r"""Split-conformal sets on the review's six-option next-word task.
 
-    The questions are :func:`standarderror.multiple_choice.questions` (``count``, ``seed``:
+    The questions are :func:`standarderror.experiments.multiple_choice.questions` (``count``, ``seed``:
     48-character held-out contexts, the true next word and five frequent distractors of its
     length). Each option is scored as :math:`\log p(\text{option} \mid \text{context})`, the
     sum of its tokens' log-probabilities (:meth:`~.interface.LanguageModel.
@@ -426,7 +426,7 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
         calibration of the whole-word choice, comparable across tokenizers),
         ``truncated``, ``merged``, ``questions``, ``seconds`` and the header.
     """
-    from standarderror import multiple_choice as mc
+    from standarderror.experiments import multiple_choice as mc
     from standarderror.uncertainty import coverage as cv
 
     _positive(count, "count")

@@ -1,0 +1,60 @@
+"""The layers run one way (ARCHITECTURE.md, "Layers"), checked on a fresh interpreter's
+``sys.modules``: the metrics over arrays load neither torch nor the model package, and the
+model package loads no experiment."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The metrics layer: functions over arrays.
+METRICS = ("standarderror._checks", "standarderror.uncertainty.calibration",
+           "standarderror.uncertainty.binning", "standarderror.uncertainty.coverage",
+           "standarderror.uncertainty.exchangeability", "standarderror.uncertainty.training",
+           "standarderror.spectral")
+#: The model layer.
+MODEL = ("standarderror.llm.tiny", "standarderror.llm.interface", "standarderror.llm.predictions",
+         "standarderror.llm.semantic", "standarderror.llm.export")
+
+_PROBE = r"""
+import importlib, json, sys
+out = {}
+for name in sys.argv[2:]:
+    importlib.import_module(name)
+    out[name] = sorted(m for m in sys.modules
+                       if m == "torch" or m.startswith(tuple(json.loads(sys.argv[1]))))
+print(json.dumps(out))
+"""
+
+
+def _loaded(modules, forbidden) -> dict:
+    """For each module imported in turn in one fresh interpreter: the forbidden modules
+    loaded so far (the first module that names any is the one that loaded it)."""
+    run = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(list(forbidden)), *modules],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(run.stdout)
+
+
+def test_the_metrics_layer_loads_neither_torch_nor_the_model():
+    got = _loaded(METRICS, ("standarderror.llm", "standarderror.experiments"))
+    assert list(got) == list(METRICS)
+    assert got == {m: [] for m in METRICS}, got
+
+
+def test_the_model_layer_loads_no_experiment():
+    got = _loaded(MODEL, ("standarderror.experiments",))
+    assert {m: [x for x in v if x != "torch"] for m, v in got.items()} == {m: [] for m in MODEL}
+
+
+def test_the_seeds_names_reach_the_model_on_first_use_only():
+    probe = ("import sys; from standarderror.uncertainty import coverage as cv; "
+             "before = 'standarderror.llm.predictions' in sys.modules; "
+             "from standarderror.llm import predictions as pr; "
+             "print(before, cv.predictions is pr.predictions, 'torch' in sys.modules)")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    # coverage alone loads no model; the seed's cv.predictions is the model layer's function;
+    # and even that module defers torch until it runs the model
+    assert run.stdout.split() == ["False", "True", "False"]
