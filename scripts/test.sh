@@ -3,10 +3,11 @@
 #   bash scripts/test.sh -m "not slow"          # the fast tier only (no notebook execution)
 #   bash scripts/test.sh -m notebook            # only the notebook pages, through nbval
 # Every notebook page of the book is executed once, through nbval (tests/nbval_pages.py): from
-# its source (jupytext, lax: every cell runs), or, where `bash scripts/book.sh` has left a fresh
-# executed notebook of it, by re-executing that notebook strictly (every output, pin and figure
-# must come out as in the build). NOTEBOOKS_FROM=auto|build|source chooses; the pytest header
-# says which pages ran which way.
+# its source (jupytext, lax: every cell runs; the default, NOTEBOOKS_FROM=source), or, with
+# NOTEBOOKS_FROM=build after `bash scripts/book.sh` (as .ci/run does), by re-executing the
+# build's fresh notebook strictly (every output, pin and figure must come out as in the build);
+# NOTEBOOKS_FROM=auto takes the build's notebook where it is fresh. The pytest header says
+# which pages ran which way.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -44,9 +44,10 @@ bits differ by design and the comparison is of what a reader is told:
 
 The pytest header says which comparison ran.
 
-``NOTEBOOKS_FROM`` chooses: ``auto`` (default: the build's notebook where it is fresh, the source
-otherwise), ``build`` (every page from a fresh build notebook, or the page fails: ``.ci/run``
-sets this after building the book), ``source`` (every page from its source).
+``NOTEBOOKS_FROM`` chooses: ``source`` (default: every page from its source, so that a local
+run never depends on files a build left behind), ``build`` (every page from a fresh build
+notebook, or the page fails: ``.ci/run`` sets this after building the book), ``auto`` (the
+build's notebook where it is fresh, the source otherwise).
 ``BUILT_NOTEBOOKS`` points to another build's ``jupyter_execute`` folder.
 
 By hand, the same two checks for one page::
@@ -73,11 +74,12 @@ import nbformat
 import pytest
 from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_patterns
 
+from standarderror.book import GLUE_PREFIX
+
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
 #: Added in another arithmetic only: printed measures of last-bit noise (see the file).
 SANITIZE_ARITHMETIC = ROOT / "tests" / "nbval_sanitize_arithmetic.cfg"
-PIN_PREFIX = "application/papermill.record/"  # standarderror.book.GLUE_PREFIX
 MODES = ("auto", "build", "source")
 
 
@@ -138,7 +140,7 @@ def built_dir() -> Path:
 
 
 def mode() -> str:
-    value = os.environ.get("NOTEBOOKS_FROM", "auto").strip().lower() or "auto"
+    value = os.environ.get("NOTEBOOKS_FROM", "source").strip().lower() or "source"
     if value not in MODES:
         raise pytest.UsageError(f"NOTEBOOKS_FROM={value!r}: use one of {', '.join(MODES)}")
     return value
@@ -317,7 +319,7 @@ class MissingBuild(pytest.Item):
     def runtest(self):
         raise AssertionError(
             f"{self.name}: NOTEBOOKS_FROM=build, but {self.why}. Build the book first "
-            "(bash scripts/book.sh), or run without NOTEBOOKS_FROM to execute it from source.")
+            "(bash scripts/book.sh), or run with NOTEBOOKS_FROM=source to execute it from source.")
 
     def repr_failure(self, excinfo):
         return str(excinfo.value)
@@ -403,7 +405,7 @@ def _pngs(outputs) -> list[bytes]:
 
 def _is_pin(output) -> bool:
     return output.get("output_type") == "display_data" and any(
-        k.startswith(PIN_PREFIX) for k in output.get("data", {}))
+        k.startswith(GLUE_PREFIX) for k in output.get("data", {}))
 
 
 class BuiltCell(PageCell):
@@ -420,7 +422,7 @@ class BuiltCell(PageCell):
             for out in self.test_outputs or []:
                 if _is_pin(out):
                     name = out.get("metadata", {}).get("scrapbook", {}).get("name", "?")
-                    self.parent.rerun_pins[name] = _text(out["data"][PIN_PREFIX + "text/plain"])
+                    self.parent.rerun_pins[name] = _text(out["data"][GLUE_PREFIX + "text/plain"])
 
     def compare_outputs(self, test, ref, skip_compare=None):
         pins = [o for o in test if _is_pin(o)]
@@ -446,7 +448,7 @@ class BuiltCell(PageCell):
         problems = []
         for out in pins:
             name = out.get("metadata", {}).get("scrapbook", {}).get("name", "?")
-            value = _text(out["data"][PIN_PREFIX + "text/plain"])
+            value = _text(out["data"][GLUE_PREFIX + "text/plain"])
             if name not in build:
                 problems.append(f"pin {name!r} = {value} was not pinned by the build")
                 continue

@@ -7,8 +7,9 @@ or ``<page>[strict]::Cell N``:
 * ``[lax]``: the page converted by jupytext into a temporary directory and executed by nbval in
   lax mode, as ``pytest --nbval-lax`` runs it: every cell must run, as in a reader's Jupyter.
   Always so on a fresh clone, where no book has been built.
-* ``[strict]``: where ``jupyter-book build`` has left a fresh executed notebook of the page,
-  nbval re-executes that notebook in strict mode instead: every printed output, every pinned
+* ``[strict]``: with ``NOTEBOOKS_FROM=build`` (``.ci/run``, after the book build) or ``auto``,
+  where ``jupyter-book build`` has left a fresh executed notebook of the page, nbval
+  re-executes that notebook in strict mode instead: every printed output, every pinned
   value (at full precision) and every figure (pixel for pixel) must come out as in the build,
   after the sanitisers of ``tests/nbval_sanitize.cfg``.
 
@@ -43,6 +44,14 @@ def test_every_notebook_page_is_planned_once():
     plan = nbval_pages.plan()
     assert sorted(plan) == sorted(nbval_pages.notebook_pages())
     assert {how for how, _, _ in plan.values()} <= {"strict", "lax", "missing"}
+
+
+def test_notebooks_come_from_source_unless_ci_asks_for_the_build(monkeypatch):
+    monkeypatch.delenv("NOTEBOOKS_FROM", raising=False)
+    assert nbval_pages.mode() == "source"
+    assert {how for how, _, _ in nbval_pages.plan().values()} == {"lax"}
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "NOTEBOOKS_FROM=build " in ci and "bash scripts/test.sh" in ci
 
 
 @pytest.mark.parametrize("name", ["nbval_sanitize.cfg", "nbval_sanitize_arithmetic.cfg"])
@@ -109,7 +118,7 @@ def _built(tmp_path: Path) -> tuple[Path, Path]:
             for out in [o for o in cell.outputs if "scrapbook" in o.get("metadata", {})]:
                 name = out.metadata.scrapbook.name
                 glue[name] = {"output_type": "display_data", "metadata": dict(out.metadata),
-                              "data": {"text/plain": out.data[nbval_pages.PIN_PREFIX + "text/plain"]}}
+                              "data": {"text/plain": out.data[nbval_pages.GLUE_PREFIX + "text/plain"]}}
                 cell.outputs.remove(out)
     built = tmp_path / "_build" / "jupyter_execute" / "lectures"
     built.mkdir(parents=True)

@@ -7,14 +7,6 @@ import torch
 from standarderror.llm import semantic as se
 from standarderror.llm import tiny
 
-try:
-    tiny.card()
-    HAVE_MODEL = True
-except FileNotFoundError:  # checkpoints not trained yet
-    HAVE_MODEL = False
-
-needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="no checkpoint card yet")
-
 
 @pytest.fixture(scope="module")
 def loaded():
@@ -71,7 +63,6 @@ def test_hash_embedder_is_deterministic_unit_and_spelling_only():
     np.testing.assert_array_equal(e, se.hash_embed(["lord", "lords", "king", "", "Lord"]))
 
 
-@needs_model
 def test_greedy_sampler_matches_tiny_generate(loaded):
     q = se.questions(40, seed=1)
     got = [a[0] for a in se.sample(loaded, q["context"], 1, temperature=0.0)]
@@ -98,7 +89,6 @@ def _word_probability(loaded, context, word, temperature):
     return float(np.exp(lp + end))
 
 
-@needs_model
 def test_tree_sampler_has_the_model_word_distribution(loaded):
     q = se.questions(2, seed=5)
     m = 4000
@@ -113,7 +103,6 @@ def test_tree_sampler_has_the_model_word_distribution(loaded):
             assert abs(counts[k] / m - p) < 5 * se_ + 1e-3, (words[k], counts[k] / m, p)
 
 
-@needs_model
 def test_sampler_is_seeded_and_counts_m(loaded):
     q = se.questions(6, seed=2)
     a = se.sample(loaded, q["context"], 7, seed=11)
@@ -128,7 +117,6 @@ def test_sampler_is_seeded_and_counts_m(loaded):
 
 
 @pytest.mark.slow  # loads sentence-transformers (tens of seconds on two busy cores)
-@needs_model
 def test_attach_embeds_each_string_once_and_indexes_back(loaded):
     pytest.importorskip("sentence_transformers")
     q = se.questions(8, seed=4)
