@@ -48,8 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from standarderror.book import GLUE_PREFIX  # noqa: E402  (after the path set-up)
+
 DEFAULT_SETTINGS = ["native/2", "default/1", "avx2/1", "default/2"]
-GLUE_PREFIX = "application/papermill.record/"  # standarderror.book.GLUE_PREFIX
 CAPABILITY_CELL = "import torch as _t; print(_t.backends.cpu.get_cpu_capability())"
 
 

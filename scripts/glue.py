@@ -24,7 +24,7 @@ import json
 import sys
 from pathlib import Path
 
-GLUE_PREFIX = "application/papermill.record/"
+from standarderror.book import GLUE_PREFIX
 
 
 def _text(value) -> str:

@@ -8,7 +8,6 @@ model are marked slow and skipped until the checkpoint card exists.
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +17,6 @@ from scipy import special, stats
 from sklearn.metrics import brier_score_loss, log_loss
 
 from standarderror.uncertainty import calibration as cb
-
-CARD = Path(cb.__file__).parents[1] / "llm" / "checkpoints" / "card.json"
-needs_model = pytest.mark.skipif(not CARD.exists(), reason="checkpoint card.json not trained yet")
 
 
 def synthetic(n_seq=48, length=16, classes=12, seed=0, sharp=1.0):
@@ -490,7 +486,6 @@ def real():
     return coverage.predictions(count=24, size=16, seed=1)
 
 
-@needs_model
 @pytest.mark.slow
 def test_real_accuracy_identical_to_the_bit(real):
     logp = np.log(real["p"])
@@ -500,9 +495,20 @@ def test_real_accuracy_identical_to_the_bit(real):
     assert cb.temperature_table()["accuracy_identical"] is True
 
 
-@needs_model
 @pytest.mark.slow
 def test_real_margin_aurc_identical_on_the_grid(real):
     best = cb.best_temperature(real["p"], real["y"], "margin")
     assert len(set(best["curve"].values())) == 1 and 0.2 in best["curve"]
     assert best["temperature"] is None
+
+
+def test_temperature_row_on_a_case_worked_by_hand():
+    # four predictions, each alone in its ECE bin: the ECE is the mean |confidence - correct|
+    row = cb.temperature_row(0.5, [0, 1, 1, 2], [0.9, 0.6, 0.8, 0.5], [0.1, 0.5, 2.0, 0.7],
+                             [0, 1, 0, 2], bins=15)
+    assert row["temperature"] == 0.5
+    assert row["accuracy"] == 0.75
+    assert row["nll"] == pytest.approx(0.825, abs=1e-15)
+    assert row["confidence"] == pytest.approx(0.7, abs=1e-15)
+    assert row["gap"] == pytest.approx(-0.05, abs=1e-15)
+    assert row["ece"] == pytest.approx((0.1 + 0.4 + 0.8 + 0.5) / 4, abs=1e-15)

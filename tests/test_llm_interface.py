@@ -35,16 +35,6 @@ def test_moved_predictions_are_bit_identical():
     assert coverage.predictions is pr.predictions
 
 
-def test_windows_reproduce_tiny_batches(lm):
-    ids = lm.encode(tiny.split("test"))
-    ours = list(pr.windows(ids, 3, 4, 7, block=64))
-    theirs = list(tiny.batches("test", 3, 4, 7, stoi=lm.loaded["stoi"]))
-    for (x, y), (xt, yt) in zip(ours, theirs):
-        assert np.array_equal(x, xt.numpy()) and np.array_equal(y, yt.numpy())
-    with pytest.raises(ValueError, match="exceed"):
-        next(pr.windows(ids[:100], 2, 2, 0, block=64))
-
-
 def test_next_token_and_continuation_agree_with_windows(lm):
     text = tiny.split("test")[1000:1064]
     ids = lm.encode(text)

@@ -67,6 +67,36 @@ def test_batches_are_disjoint_windows_of_held_out_text(m):
     assert torch.equal(again, torch.cat(xs))
 
 
+def test_windows_are_disjoint_slots_of_the_sequence():
+    # ids 0..n-1: a window's ids are its own positions, so the rule can be read off directly
+    ids = np.arange(7 * 11 + 5)
+    got = list(tiny.windows(ids, 2, 3, 4, block=10))
+    assert len(got) == 2
+    x = np.concatenate([a for a, _ in got])
+    y = np.concatenate([b for _, b in got])
+    assert x.shape == y.shape == (6, 10) and x.dtype == y.dtype == np.int64
+    np.testing.assert_array_equal(y, x + 1)                    # next token of each position
+    starts = x[:, 0]
+    assert np.all(starts % 11 == 0) and np.all(starts // 11 < 7)   # whole 11-token slots
+    np.testing.assert_array_equal(x, starts[:, None] + np.arange(10))
+    assert len(set(starts.tolist())) == 6                        # drawn without replacement
+    # the draw is numpy's permutation of the 7 slots under the seed: the first six of it
+    np.testing.assert_array_equal(starts // 11, np.random.default_rng(4).permutation(7)[:6])
+    with pytest.raises(ValueError, match="exceed"):
+        next(tiny.windows(ids, 2, 4, 0, block=10))
+    with pytest.raises(ValueError, match="block must be a positive integer"):
+        next(tiny.windows(ids, 1, 1, 0, block=True))
+
+
+def test_batches_are_the_windows_of_a_split_as_tensors():
+    m = tiny.load()
+    ref = tiny.windows(tiny.encode(tiny.split("test"), m["stoi"]), 3, 4, 7, block=64)
+    for (x, y), (xr, yr) in zip(tiny.batches("test", 3, 4, 7, stoi=m["stoi"]), ref):
+        assert isinstance(x, torch.Tensor)
+        np.testing.assert_array_equal(x.numpy(), xr)
+        np.testing.assert_array_equal(y.numpy(), yr)
+
+
 def test_batches_reject_bad_arguments():
     with pytest.raises(ValueError, match="count"):
         next(tiny.batches("test", count=0))

@@ -42,7 +42,7 @@ import numpy as np
 from standarderror import _checks
 from standarderror.llm import interface
 from standarderror.llm.interface import LanguageModel
-from standarderror.llm.predictions import windows
+from standarderror.llm.tiny import windows
 
 TASKS = ("calibration", "conformal", "spectral")
 #: Temperatures at which NLL is accumulated for the fitted temperature (log-spaced 0.25..4).
@@ -103,7 +103,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     ``count * size`` non-overlapping windows of ``block`` tokens (default: 64, or the model's
     window if smaller) are drawn from ``text`` (default: our test plays; a ``pathlib.Path``
     is read as UTF-8 and tokenised in blocks, :func:`encode_file`) by
-    :func:`~standarderror.llm.predictions.windows`; every position is one prediction, after
+    :func:`~standarderror.llm.tiny.windows`; every position is one prediction, after
     the model's BOS token where its tokenizer adds one. With our tiny model and the
     defaults these are Episode 3's 10,240 predictions.
 
@@ -142,13 +142,13 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     if 1.0 not in ts:
         ts = tuple(sorted(ts + (1.0,)))
     for name, v in (("count", count), ("size", size), ("bins", bins), ("draws", draws)):
-        _positive(v, name)
+        _checks.positive_int(v, name)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     room = lm.window - len(lm.prefix)
     if block is None:
         block = min(64, room)
-    _positive(block, "block")
+    _checks.positive_int(block, "block")
     block = int(block)
     if block > room:
         raise ValueError(f"block of {block} tokens exceeds the model's window of {lm.window}"
@@ -220,13 +220,8 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     for t in ts:
         pred = np.concatenate(keep[t]["pred"])
         identical &= bool(np.array_equal(pred, reference))
-        hit = pred == y
-        conf = np.concatenate(keep[t]["conf"])
-        acc = float(hit.mean())
-        table.append({"temperature": t, "accuracy": acc,
-                      "nll": float(np.concatenate(keep[t]["nll"]).mean()),
-                      "ece": cb.ece(conf, hit, bins=bins), "confidence": float(conf.mean()),
-                      "gap": float(conf.mean()) - acc})
+        table.append(cb.temperature_row(t, pred, np.concatenate(keep[t]["conf"]),
+                                        np.concatenate(keep[t]["nll"]), y, bins=bins))
     abst = [{"score": s, "temperature": t,
              "aurc": cb.aurc(np.concatenate(scores[(s, t)]), ok)} for (s, t) in scores]
     grid_nll /= n
@@ -393,12 +388,6 @@ def encode_file(lm: LanguageModel, path, *, chunk_bytes: int | None = None,
     return np.concatenate(parts)
 
 
-def _positive(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
 # --------------------------------------------------------------------------------------
 # Conformal
 # --------------------------------------------------------------------------------------
@@ -429,8 +418,8 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
     from standarderror.experiments import multiple_choice as mc
     from standarderror.uncertainty import coverage as cv
 
-    _positive(count, "count")
-    _positive(draws, "draws")
+    _checks.positive_int(count, "count")
+    _checks.positive_int(draws, "draws")
     if count < 2:
         raise ValueError(f"count must be at least 2 (a calibration and a test half), got {count}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -541,7 +530,7 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, answers: in
     """
     for name, v in (("dev", dev), ("test", test), ("answers", answers),
                     ("max_tokens", max_tokens), ("fit_draws", fit_draws)):
-        _positive(v, name)
+        _checks.positive_int(v, name)
     if min(dev, test, answers) < 2:
         raise ValueError(f"dev, test and answers must each be at least 2, got {dev}, {test}, "
                          f"{answers}")

@@ -57,9 +57,9 @@ import torch
 
 from standarderror import _checks
 from standarderror.llm import tiny
+from standarderror.llm.semantic import CONTEXT  # one context length: every question task
 from standarderror.uncertainty import coverage as cv
 
-CONTEXT = 48
 OPTIONS = 6
 LENGTHS = (3, 8)
 _WORD = re.compile(r"[A-Za-z]+")

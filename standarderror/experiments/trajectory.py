@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from standarderror import _checks
 from standarderror.uncertainty import calibration as cb
 from standarderror.uncertainty.training import checkpoint_metrics
 
@@ -122,19 +121,12 @@ def training_remainder(directory: Path | str, *, trust_card: bool = False) -> st
 
 
 def windows(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
-    """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays,
-    drawn as :func:`standarderror.llm.tiny.batches` draws them from a split (a test checks
-    that the two agree on the test split)."""
+    """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays: the
+    batches of :func:`standarderror.llm.tiny.windows` on the encoded text, stacked."""
     from standarderror.llm import tiny
 
-    data = tiny.encode(text, stoi)
-    slots = (len(data) - 1) // (block + 1)
-    need = _checks.positive_int(count, "count") * _checks.positive_int(size, "size")
-    if need > slots:
-        raise ValueError(f"count * size = {need} windows exceed the {slots} the text holds")
-    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
-    rows = data[starts[:, None] + np.arange(block + 1)]
-    return rows[:, :-1], rows[:, 1:]
+    pairs = list(tiny.windows(tiny.encode(text, stoi), count, size, seed, block=block))
+    return np.concatenate([x for x, _ in pairs]), np.concatenate([y for _, y in pairs])
 
 
 def shift_control(directory: Path | str, steps, *, seeds=(0, 1), count: int = 10,

@@ -46,6 +46,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from standarderror import _checks
+
 #: Characters that continue a word (as in :mod:`standarderror.llm.semantic`).
 WORD = re.compile(r"[A-Za-z']+")
 #: Upper bound on the float64 elements of one block of log-probabilities (32 MiB).
@@ -295,12 +297,10 @@ class LanguageModel:
             at ``max_tokens`` before ``stop`` ended them), ``truncated`` (contexts cut to
             fit the window).
         """
-        if not isinstance(m, (int, np.integer)) or m < 1:
-            raise ValueError(f"m must be a positive integer, got {m!r}")
+        _checks.positive_int(m, "m")
         if not np.isfinite(temperature) or temperature < 0:
             raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        if not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        _checks.positive_int(max_tokens, "max_tokens")
         prompts, moved, truncated = [], [], 0
         for ctx in contexts:
             c, mv = self.split_context(ctx)

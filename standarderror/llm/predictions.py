@@ -1,42 +1,18 @@
 """Held-out next-token predictions: the arrays every calibration and coverage lecture measures.
 
-:func:`predictions` is the seed's ``cv.predictions`` (re-exported by
-:mod:`standarderror.uncertainty.coverage` under that name): the committed model's
+:func:`predictions` is the seed's ``cv.predictions`` (the name
+:mod:`standarderror.uncertainty.coverage` resolves on first use): the committed model's
 log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.TinyLM`.
 
-:func:`windows` draws the same windows from any token sequence, so the same held-out text can
-be put to any model of the interface (:func:`standarderror.experiments.measure.calibration` streams
-them in blocks and never holds a predictions x vocabulary array).
+The windows are :func:`standarderror.llm.tiny.windows`, which draws them from any token
+sequence, so the same held-out text can be put to any model of the interface
+(:func:`standarderror.experiments.measure.calibration` streams them in blocks and never holds
+a predictions x vocabulary array).
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def windows(ids, count: int, size: int, seed: int, *, block: int):
-    """Yield ``count`` batches of ``size`` non-overlapping windows of a token sequence.
-
-    The rule of :func:`standarderror.llm.tiny.batches`, on token ids: the sequence is cut
-    into ``block + 1``-token slots, ``count * size`` slots are drawn without replacement by
-    ``numpy.random.default_rng(seed).permutation``, and each yields ``(x, y)``, int64 arrays
-    of shape ``(size, block)`` with ``y`` the next token of ``x``. On a character tokenizer
-    whose ids are the model's, the windows are exactly ``tiny.batches``'s.
-    """
-    for name, value in (("count", count), ("size", size), ("block", block)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    data = np.asarray(ids, dtype=np.int64)
-    slots = (len(data) - 1) // (block + 1)
-    need = count * size
-    if need > slots:
-        raise ValueError(f"count * size = {need} windows of {block + 1} tokens exceed the "
-                         f"{slots} the text holds; lower count, size or block")
-    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
-    offsets = np.arange(block + 1)
-    for b in range(count):
-        rows = data[starts[b * size:(b + 1) * size, None] + offsets]
-        yield rows[:, :-1].copy(), rows[:, 1:].copy()
 
 
 def predictions(count: int = 24, size: int = 16, seed: int = 1, *, split: str = "test",

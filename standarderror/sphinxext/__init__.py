@@ -50,7 +50,8 @@ from sphinx.util import logging
 
 from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
 
-PIN_CLASS = "pin"  # the class of a quote's span; the numbers scan counts it as pinned
+# PIN_CLASS: the class of a quote's span, which the number scan counts as pinned (one name).
+from standarderror.sphinxext.numbers import PIN_CLASS
 
 logger = logging.getLogger(__name__)
 

@@ -123,9 +123,6 @@ def _sequence_index(sequence, rows: int, name: str = "sequence") -> tuple[np.nda
     return idx.reshape(-1), count
 
 
-_positive_int = _checks.positive_int
-
-
 # --------------------------------------------------------------------------------------
 # Building blocks
 # --------------------------------------------------------------------------------------
@@ -272,7 +269,7 @@ def ece(confidence, correct, bins: int = 15, adaptive: bool = False) -> float:
     conf = _checks.array(confidence, "confidence", ndim=1)
     ok = _correct(correct)
     _checks.same_length(confidence=conf, correct=ok)
-    bins = _positive_int(bins, "bins")
+    bins = _checks.positive_int(bins, "bins")
     if conf.min() < 0 or conf.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{conf.min():.3g}, {conf.max():.3g}]")
     which = _bins(conf, bins, adaptive)
@@ -306,7 +303,7 @@ def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
         raise ValueError(f"confidence must be one- or two-dimensional (draws x rows), got shape {c.shape}")
     if c.min() < 0 or c.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{c.min():.3g}, {c.max():.3g}]")
-    return _bins(c, _positive_int(bins, "bins"), adaptive)
+    return _bins(c, _checks.positive_int(bins, "bins"), adaptive)
 
 
 def _bins(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:
@@ -565,19 +562,30 @@ def temperature_table(temperatures=TEMPERATURES, *, data: dict | None = None, co
         lt = scale(logp, t)
         pred = lt.argmax(axis=1)
         identical &= bool(np.array_equal(pred, reference))
-        ok = pred == y
-        conf = np.exp(lt.max(axis=1))
-        acc = float(ok.mean())
-        rows.append({
-            "temperature": t,
-            "accuracy": acc,
-            "nll": float(-lt[np.arange(y.size), y].mean()),
-            "ece": ece(conf, ok, bins=bins),
-            "confidence": float(conf.mean()),
-            "gap": float(conf.mean()) - acc,
-        })
+        rows.append(temperature_row(t, pred, np.exp(lt.max(axis=1)),
+                                    -lt[np.arange(y.size), y], y, bins=bins))
     return {"rows": rows, "accuracy_identical": identical, "temperatures": ts,
             "logp": logp, "y": y, "rows_count": int(y.size)}
+
+
+def temperature_row(temperature: float, pred, confidence, nll, y, *, bins: int = 15) -> dict:
+    """One row of a temperature table from the predictions at that temperature: the one
+    place the row is computed (:func:`temperature_table`, and the streamed measurement of
+    :func:`standarderror.experiments.measure.calibration`, which never holds the
+    predictions x classes array, call it).
+
+    ``pred``: the argmax class of each prediction; ``confidence``: its top probability;
+    ``nll``: the negative log-probability of its true label ``y``. Returns ``temperature``,
+    ``accuracy``, ``nll`` (mean), ``ece`` (``bins`` equal-width bins), ``confidence``
+    (mean) and ``gap`` (mean confidence minus accuracy).
+    """
+    ok = np.asarray(pred) == np.asarray(y)
+    conf = np.asarray(confidence, dtype=float)
+    acc = float(ok.mean())
+    return {"temperature": temperature, "accuracy": acc,
+            "nll": float(np.asarray(nll, dtype=float).mean()),
+            "ece": ece(conf, ok, bins=bins), "confidence": float(conf.mean()),
+            "gap": float(conf.mean()) - acc}
 
 
 def _top_set(score: np.ndarray, k: int) -> np.ndarray:
@@ -873,7 +881,7 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
     y = _checks.labels(y, logp.shape[1], n)
     seq_idx, n_seq = _sequence_index(sequence, n)
     ts = _temperatures(temperatures)
-    draws = _positive_int(draws, "draws")
+    draws = _checks.positive_int(draws, "draws")
     if not 0 < float(coverage) <= 1:
         raise ValueError(f"coverage must lie in (0, 1], got {coverage!r}")
     ok = logp.argmax(axis=1) == y
@@ -1012,7 +1020,7 @@ def fitted_temperature(p, y, sequence, halves: int = 40, seed: int = 0,
     n = logp.shape[0]
     y = _checks.labels(y, logp.shape[1], n)
     seq_idx, n_seq = _sequence_index(sequence, n)
-    halves = _positive_int(halves, "halves")
+    halves = _checks.positive_int(halves, "halves")
     lo, hi = _bounds(bounds)
     _ruled_out(logp, y, "p")
     rng = np.random.default_rng(seed)

@@ -37,12 +37,6 @@ from standarderror.uncertainty import coverage as cv
 SPLITS = ("row", "sequence")
 
 
-def _positive_int(v, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return int(v)
-
-
 def _rank(n: int, alpha: float) -> int:
     """:math:`k = \\lceil (n+1)(1-\\alpha) \\rceil`: the rank coverage.conformal_quantile uses."""
     return cv.conformal_rank(n, alpha)
@@ -62,7 +56,7 @@ def finite_sample_level(n, alpha) -> float:
     Ties can only raise the coverage. Raises ``ValueError`` when :math:`k > n` (the threshold
     does not exist; see :func:`standarderror.uncertainty.coverage.minimum_calibration`).
     """
-    n = _positive_int(n, "n")
+    n = _checks.positive_int(n, "n")
     a = _checks.alpha(alpha)
     k = _rank(n, a)
     if k > n:
@@ -105,8 +99,8 @@ def coverage_distribution(n, m, alpha) -> dict:
         :math:`\hat C`), ``low`` and ``high`` (the 2.5% and 97.5% quantiles of :math:`\hat C`),
         ``below`` (:math:`P(\hat C < 1-\alpha)`), ``n``, ``m``.
     """
-    n = _positive_int(n, "n")
-    m = _positive_int(m, "m")
+    n = _checks.positive_int(n, "n")
+    m = _checks.positive_int(m, "m")
     a = _checks.alpha(alpha)
     level = finite_sample_level(n, a)
     k = _rank(n, a)
@@ -165,7 +159,7 @@ def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
     """
     idx, n_groups, size = _groups(sequence)
     frac = _checks.alpha(calibration, "calibration")
-    splits = _positive_int(splits, "splits")
+    splits = _checks.positive_int(splits, "splits")
     _checks.choice(by, "by", SPLITS)
     g_cal = int(round(frac * n_groups))
     if not 1 <= g_cal < n_groups:
