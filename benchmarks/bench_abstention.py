@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from standarderror.uncertainty import calibration as cb
+from standarderror.uncertainty import selective
 
 ROWS_PER_SEQUENCE, SEQUENCES, CLASSES = 64, 384, 65
 TEMPERATURES = cb.ABSTENTION_TEMPERATURES
@@ -41,7 +42,7 @@ def reference(p, y, sequence, temperatures, draws, seed=0) -> dict:
     logp = np.log(p)
     ok = logp.argmax(axis=1) == y
     scores = {t: cb.confidence_scores(logp, t) for t in set(temperatures) | {1.0}}
-    counts = cb._draw_counts(int(sequence.max()) + 1, draws, seed)
+    counts = selective._draw_counts(int(sequence.max()) + 1, draws, seed)
     diffs = {(s, t): [] for s in cb.SCORES for t in temperatures}
     for c in counts:  # the loop over draws this benchmark measures
         rows = np.repeat(np.arange(y.size), c[sequence])

@@ -17,6 +17,7 @@ from scipy import special, stats
 from sklearn.metrics import brier_score_loss, log_loss
 
 from standarderror.uncertainty import calibration as cb
+from standarderror.uncertainty import selective
 
 
 def synthetic(n_seq=48, length=16, classes=12, seed=0, sharp=1.0):
@@ -277,10 +278,10 @@ def test_risk_coverage_ends_at_the_error_rate(data):
 
 def test_bootstrap_weights_equal_a_replicated_dataset(data):
     ok = data["logp"].argmax(axis=1) == data["y"]
-    seq_idx, n_seq = cb._sequence_index(data["sequence"], ok.size)
-    counts = cb._draw_counts(n_seq, 6, seed=4)
+    seq_idx, n_seq = selective._sequence_index(data["sequence"], ok.size)
+    counts = selective._draw_counts(n_seq, 6, seed=4)
     counts[0] = 1  # the identity draw
-    boot = cb._Bootstrap(counts, seq_idx)
+    boot = selective._Bootstrap(counts, seq_idx)
     scores = cb.confidence_scores(data["logp"])
     # an integer-valued score has ties; a continuous one has none
     for s in (scores["entropy"], np.round(scores["margin"] * 2)):
@@ -297,7 +298,7 @@ def test_abstention_intervals_match_a_loop_over_draws():
     ab = cb.abstention(d["p"], d["y"], d["sequence"], temperatures=ts, draws=25, seed=9)
     logp = np.log(d["p"])
     ok = logp.argmax(axis=1) == d["y"]
-    counts = cb._draw_counts(20, 25, 9)
+    counts = selective._draw_counts(20, 25, 9)
     for name in cb.SCORES:
         ref = cb.confidence_scores(logp)[name]
         for t in ts:

@@ -10,7 +10,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The metrics layer: functions over arrays.
-METRICS = ("standarderror._checks", "standarderror.uncertainty.calibration",
+METRICS = ("standarderror._checks", "standarderror.uncertainty.scaling",
+           "standarderror.uncertainty.metrics", "standarderror.uncertainty.ranks",
+           "standarderror.uncertainty.selective", "standarderror.uncertainty.confidence_order",
+           "standarderror.uncertainty.calibration",
            "standarderror.uncertainty.binning", "standarderror.uncertainty.coverage",
            "standarderror.uncertainty.exchangeability", "standarderror.uncertainty.training",
            "standarderror.spectral")

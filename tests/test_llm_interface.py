@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from standarderror.llm import interface, semantic, tiny
-from standarderror.llm import predictions as pr
 from standarderror.uncertainty import coverage
 
 
@@ -32,7 +31,6 @@ def test_moved_predictions_are_bit_identical():
     old = _old_predictions(10, 16, 0)
     for key in ("p", "logp", "y"):
         assert np.array_equal(new[key], old[key]), key
-    assert coverage.predictions is pr.predictions
 
 
 def test_next_token_and_continuation_agree_with_windows(lm):

@@ -135,6 +135,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
         ``versions``).
     """
     from standarderror.uncertainty import calibration as cb
+    from standarderror.uncertainty import selective
 
     t0 = time.perf_counter()
     ts = tuple(float(t) for t in (temperatures or cb.TEMPERATURES))
@@ -228,7 +229,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     conf1 = np.concatenate(keep[1.0]["conf"])
     nll1 = np.concatenate(keep[1.0]["nll"])
     nb, nc = np.asarray(text_bytes, dtype=float), np.asarray(text_chars, dtype=float)
-    counts = cb._draw_counts(count * size, draws, seed + 1)   # windows resampled
+    counts = selective._draw_counts(count * size, draws, seed + 1)   # windows resampled
     position = np.tile(np.arange(block), count * size)
     everything = _window_stats(conf1, ok, nll1, position >= 0, counts, block, bins, seed,
                                draws)

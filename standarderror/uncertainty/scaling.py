@@ -1,0 +1,267 @@
+r"""Temperature scaling: softmax at a temperature in log space, the confidence scores, and the
+fitted temperature.
+
+.. math::
+
+    \log p_T(k \mid x) = \frac{z_k}{T} - \log \sum_j e^{z_j / T}.
+
+:func:`scale` is the one softmax at :math:`T` of the calibration modules;
+:func:`fit_temperature` the maximum-likelihood temperature of one set of predictions and
+:func:`fitted_temperature` its resampled form over sequences.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from scipy import optimize
+
+from standarderror import _checks
+from standarderror.uncertainty._inputs import (
+    _log_array,
+    _log_of,
+    _normalised_logp,
+    _sequence_index,
+)
+
+#: The three confidence scores, in the order they are reported.
+SCORES = ("max probability", "entropy", "margin")
+
+
+def scale(logp_or_logits, temperature) -> np.ndarray:
+    r"""Temperature-scale logits (or log-probabilities) and return log-probabilities.
+
+    .. math::
+
+        \log p_T(k) = \frac{z_k - z_{\max}}{T}
+        - \log\Bigl(1 + \sum_{j \ne \arg\max} e^{(z_j - z_{\max})/T}\Bigr)
+
+    Shifting by the row maximum before dividing keeps every exponent <= 0, and the top entry
+    is excluded from the sum so that ``log1p`` keeps the top log-probability accurate when the
+    rivals are tiny (a cold temperature); no probability is ever floored. Log-probabilities
+    are valid input because a per-row constant cancels in the softmax.
+
+    Parameters
+    ----------
+    logp_or_logits : array_like, shape (..., classes)
+        Logits or log-probabilities; ``-inf`` (a zero probability) is allowed, NaN and
+        ``+inf`` are not.
+    temperature : float
+        :math:`T > 0`.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float64 log-probabilities of the same shape.
+    """
+    z = _log_array(logp_or_logits, "logp_or_logits")
+    t = _checks.temperature(temperature)
+    shape = z.shape
+    return _scale(z.reshape(-1, shape[-1]), t).reshape(shape)
+
+
+def _scale(z: np.ndarray, t: float) -> np.ndarray:
+    """:func:`scale` on validated 2-D input (hot loops skip re-validation)."""
+    rows = np.arange(z.shape[0])
+    top = z.argmax(axis=1)
+    shifted = (z - z[rows, top][:, None]) / t
+    e = np.exp(shifted)
+    e[rows, top] = 0.0
+    return shifted - np.log1p(e.sum(axis=1))[:, None]
+
+
+def confidence_scores(logp, temperature=1.0) -> dict:
+    r"""The three confidence scores of each row at temperature :math:`T`; higher is more confident.
+
+    * ``"max probability"``: :math:`\log \max_k p_T(k)`, the top probability on a log scale.
+      The log is a strictly increasing map, so every ranking (abstention, Kendall's tau,
+      the top 1%) is the ranking by the top probability itself; on the log scale it keeps
+      the distinctions that ``exp`` rounds to 1.0 near certainty.
+    * ``"entropy"``: the negative entropy :math:`\sum_k p_T(k) \log p_T(k)` (so that higher
+      is more confident), with :math:`0 \log 0 = 0`.
+    * ``"margin"``: :math:`(\log p_{(1)} - \log p_{(2)})/T = (z_{(1)} - z_{(2)})/T`, the gap
+      between the two largest log-probabilities (equivalently logits) of the scaled
+      distribution. Temperature divides it by :math:`T` in every row, so its order across
+      rows cannot change.
+
+    **Why the margin is computed as gap / T, in extended precision.** Two routes give the
+    same number in real arithmetic: the gap of the scaled log-probabilities
+    (``confidence_scores(scale(logp, T))``), or the unscaled gap divided by :math:`T`. In
+    float64 neither keeps the order exactly. The first subtracts a per-row normaliser, adding
+    rounding noise of about 1e-16 to each margin; the second rounds :math:`g/T` and can merge
+    two gaps one unit in the last place apart into a tie. A float32 model produces many
+    margins that are exactly equal or one ulp apart (its logit gaps live on a coarse grid),
+    and those rounding effects reorder them and move the AURC in the eighth decimal. So the
+    gap is taken from the unscaled input once and divided by :math:`T` in ``numpy.longdouble``
+    (64-bit mantissa on x86-64 Linux), where distinct float64 gaps stay distinct and equal
+    ones stay equal; the margin array has that dtype. Where ``longdouble`` is plain double
+    (Windows, macOS on Apple silicon) the order is exact only up to such merges.
+
+    Parameters
+    ----------
+    logp : array_like, shape (rows, classes)
+        Normalised log-probabilities (rows of ``exp(logp)`` sum to one), e.g. from :func:`scale`.
+    temperature : float
+        :math:`T > 0`; the scores are those of ``scale(logp, T)``.
+
+    Returns
+    -------
+    dict
+        ``{"max probability": ..., "entropy": ..., "margin": ...}``, one score per row
+        (float64; the margin ``numpy.longdouble``).
+    """
+    return _scores(_normalised_logp(logp), _checks.temperature(temperature))
+
+
+def _scores(logp: np.ndarray, t: float = 1.0, which=SCORES) -> dict:
+    """:func:`confidence_scores` on validated input (only the scores in ``which``)."""
+    out = {}
+    if "margin" in which:
+        two = np.partition(logp, -2, axis=1)[:, -2:]
+        out["margin"] = (two[:, 1] - two[:, 0]).astype(np.longdouble) / np.longdouble(t)
+    if "entropy" in which:
+        lt = logp if t == 1.0 else _scale(logp, t)
+        p = np.exp(lt)
+        plogp = np.where(p > 0, p * np.where(np.isfinite(lt), lt, 0.0), 0.0)
+        out["entropy"] = plogp.sum(axis=1)
+        out["max probability"] = lt.max(axis=1)
+    elif "max probability" in which:
+        if t == 1.0:
+            out["max probability"] = logp.max(axis=1)
+        else:  # the top log-probability of scale(logp, t) without the full array
+            z = logp - logp.max(axis=1, keepdims=True)
+            e = np.exp(z / t)
+            e[np.arange(z.shape[0]), logp.argmax(axis=1)] = 0.0
+            out["max probability"] = -np.log1p(e.sum(axis=1))
+    return {k: out[k] for k in SCORES if k in which}
+
+
+def _nll_curve(logp: np.ndarray, y: np.ndarray):
+    r"""NLL as a function of T: :math:`\frac1n\sum_i \log\sum_j e^{d_{ij}/T} - d_{iy_i}/T`,
+    with :math:`d = z - z_{\max}` computed once (every exponent stays <= 0)."""
+    d = logp - logp.max(axis=1, keepdims=True)
+    dy = d[np.arange(y.size), y].mean()
+
+    def f(t: float) -> float:
+        return float(np.log(np.exp(d * (1.0 / t)).sum(axis=1)).mean() - dy / t)
+
+    return f
+
+
+class TemperatureAtBoundWarning(RuntimeWarning):
+    """A fitted temperature sits at the edge of its search interval: the NLL keeps falling
+    beyond it (separable data drives :math:`T \\to 0`; a label the model rules out drives
+    :math:`T \\to \\infty`), so the reported value is the bound, not an optimum."""
+
+
+def _fit_on(logp: np.ndarray, y: np.ndarray, lo: float, hi: float, what: str) -> float:
+    """The bounded NLL fit on validated log-probabilities or logits; warns at a bound."""
+    f = _nll_curve(logp, y)
+    res = optimize.minimize_scalar(f, bounds=(lo, hi), method="bounded", options={"xatol": 1e-5})
+    t = float(res.x)
+    at_bound = min(t - lo, hi - t) < 1e-3 * t
+    if not at_bound:  # a curve flat to rounding towards a bound (separable data) ends anywhere
+        for b in (lo, hi):
+            if f(b) <= f(t):
+                t, at_bound = b, True
+                break
+    if at_bound:
+        warnings.warn(
+            f"{what}: the fitted temperature {t:.4g} is at the edge of bounds=({lo:g}, {hi:g}); "
+            "the NLL keeps falling beyond it, so this is the bound, not an optimum (widen "
+            "bounds, or check for separable data or a ruled-out true label)",
+            TemperatureAtBoundWarning, stacklevel=3)
+    return t
+
+
+def _bounds(bounds) -> tuple[float, float]:
+    try:
+        lo, hi = bounds
+    except (TypeError, ValueError):
+        raise ValueError(f"bounds must be a pair (low, high), got {bounds!r}") from None
+    lo, hi = _checks.temperature(lo, "bounds"), _checks.temperature(hi, "bounds")
+    if not lo < hi:
+        raise ValueError(f"bounds must be increasing, got {bounds!r}")
+    return lo, hi
+
+
+def fit_temperature(logits, y, *, bounds=(0.05, 20.0)) -> float:
+    r"""The maximum-likelihood temperature of logits (or log-probabilities) on labelled rows.
+
+    :math:`\hat T = \arg\min_T -\frac{1}{n}\sum_i \log \mathrm{softmax}(z_i / T)_{y_i}`,
+    by ``scipy.optimize.minimize_scalar(method="bounded")`` over ``bounds``. The NLL is computed
+    from the logits directly in log space (never through probabilities), so a true label whose
+    softmax underflows to zero still counts with its finite log-probability. Rows are treated
+    as independent; :func:`fitted_temperature` adds the resampling over sequences.
+
+    Warns
+    -----
+    TemperatureAtBoundWarning
+        When the fit lands on a bound (e.g. 0.05 on separable data): that value is not an
+        optimum.
+    """
+    z = _log_array(logits, "logits")
+    if z.ndim != 2:
+        raise ValueError(f"logits must have 2 dimensions (rows x classes), got shape {z.shape}")
+    y = _checks.labels(y, z.shape[1], z.shape[0])
+    _ruled_out(z, y, "logits")
+    lo, hi = _bounds(bounds)
+    return _fit_on(z, y, lo, hi, "fit_temperature")
+
+
+def _ruled_out(logp: np.ndarray, y: np.ndarray, name: str) -> None:
+    bad = ~np.isfinite(logp[np.arange(y.size), y])
+    if bad.any():
+        raise ValueError(
+            f"{name} gives {int(bad.sum())} true label(s) probability zero (log -inf), first at row "
+            f"{int(np.flatnonzero(bad)[0])}: the NLL is infinite at every temperature. Pass "
+            "log-probabilities or logits computed in log space (log_softmax), not probabilities "
+            "that underflowed")
+
+
+def fitted_temperature(p, y, sequence, halves: int = 40, seed: int = 0,
+                       bounds=(0.05, 20.0)) -> dict:
+    r"""Temperature scaling as it is used: :math:`T` fitted by minimising NLL on held-out data.
+
+    Each of ``halves`` fits uses a random half of the *sequences* (all predictions of the
+    chosen windows), minimising :math:`\mathrm{NLL}(T)` with
+    ``scipy.optimize.minimize_scalar(method="bounded")`` over ``bounds`` (as
+    :func:`fit_temperature` does on one set of rows).
+
+    Raises
+    ------
+    ValueError
+        If a true label has probability exactly zero (its NLL is infinite at every T; pass
+        logits to :func:`fit_temperature` instead).
+
+    Warns
+    -----
+    TemperatureAtBoundWarning
+        When a fit lands on a bound.
+
+    Returns
+    -------
+    dict
+        ``mean``, ``low`` (min) and ``high`` (max) of the fitted temperatures, ``values``
+        (one per half), ``all`` (the fit on every row).
+    """
+    logp = _log_of(p)
+    n = logp.shape[0]
+    y = _checks.labels(y, logp.shape[1], n)
+    seq_idx, n_seq = _sequence_index(sequence, n)
+    halves = _checks.positive_int(halves, "halves")
+    lo, hi = _bounds(bounds)
+    _ruled_out(logp, y, "p")
+    rng = np.random.default_rng(seed)
+
+    def fit(rows):
+        return _fit_on(logp[rows], y[rows], lo, hi, "fitted_temperature")
+
+    values = []
+    for _ in range(halves):
+        chosen = rng.permutation(n_seq)[: n_seq // 2]
+        values.append(fit(np.isin(seq_idx, chosen)))
+    values = np.array(values)
+    return {"mean": float(values.mean()), "low": float(values.min()),
+            "high": float(values.max()), "values": values, "all": fit(np.ones(n, bool))}
