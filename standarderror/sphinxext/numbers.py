@@ -820,8 +820,8 @@ class _Scanner:
 
     def quoted_box(self, box, in_output, hidden):
         # a box titled "Quoted ...": another work's numbers, quoted with their source
-        # (DESIGN: external numbers are marked as quotations and are not pinned). It must
-        # name the source, and a table column of ours inside it is checked as usual.
+        # (ARCHITECTURE.md, "Pins": external numbers are marked as quotations and are not
+        # pinned). It must name the source, and a table column of ours inside it is checked as usual.
         if not _cites(box):
             self.add("", _line_of(box), "box", "bare", " ".join(_box_title(box).split()),
                      "a box titled \"Quoted ...\" must name its source with a {cite}", "boxes")
