@@ -13,7 +13,21 @@ import nbval_pages  # noqa: E402  (tests/nbval_pages.py: the notebook tests thro
 DEFAULT_CELL_TIMEOUT = 300
 
 
+def _share_the_threads():
+    """Under pytest-xdist with several workers, each worker's own torch gets its share of
+    OMP_NUM_THREADS (two workers on two threads: one each), so the workers do not fight over
+    the cores. The environment is left as it is: the notebooks' kernels and the subprocesses
+    the tests start keep OMP_NUM_THREADS, so a strict re-execution still reduces as the build
+    did (tests/nbval_pages.py)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, int(os.environ["OMP_NUM_THREADS"]) // workers))
+
+
 def pytest_configure(config):
+    _share_the_threads()
     config.addinivalue_line("markers", "notebook: a cell of a notebook page, executed by nbval "
                             "(select them alone with -m notebook)")
     if getattr(config.option, "nbval_cell_timeout", None) == 2000:  # nbval's default: not set

@@ -95,11 +95,19 @@ def test_temperature_fit_from_logits_survives_an_underflowing_label():
     z[0] = [750.0, 0, 0, 0, 0]
     y[0] = 1                                   # softmax(z[0])[1] underflows to exactly 0
     t = cb.fit_temperature(z, y)
-    # the optimum by brute force on a fine grid, in log space
+    # the optimum by brute force, in log space: a grid of step 0.05 on [0.5, 5], then one of
+    # step 0.0025 (the old single grid's) over the two coarse steps around its best point. The
+    # NLL is convex in 1/T, so it has one minimum in T and the coarse best point's neighbours
+    # bracket it; 132 evaluations instead of 1,801, the same answer.
     from scipy.special import log_softmax
-    grid = np.linspace(0.5, 5, 1801)
-    nll = [-log_softmax(z / g, axis=1)[np.arange(n), y].mean() for g in grid]
-    assert t == pytest.approx(grid[int(np.argmin(nll))], abs=0.005)
+
+    def nll(g):
+        return -log_softmax(z / g, axis=1)[np.arange(n), y].mean()
+
+    coarse = np.linspace(0.5, 5, 91)
+    best = coarse[int(np.argmin([nll(g) for g in coarse]))]
+    grid = np.linspace(best - 0.05, best + 0.05, 41)
+    assert t == pytest.approx(grid[int(np.argmin([nll(g) for g in grid]))], abs=0.005)
     assert t < 5.0                             # the old route returned the bound, 20.0
     # probabilities that underflowed cannot be fitted: an error, not the bound
     p = np.exp(log_softmax(z, axis=1))

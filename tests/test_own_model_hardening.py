@@ -559,7 +559,13 @@ def test_whole_word_calibration_against_a_hand_case():
 
 def test_spectral_fits_at_the_same_number_of_answers(monkeypatch):
     from standarderror import spectral as sp
+    from standarderror.llm import semantic as se
 
+    # What is tested is the number of answers the fit sees, not the embedder: the package's
+    # own character n-gram embedder stands in for all-MiniLM-L6-v2, whose load is most of
+    # this test's time (the slow tier runs the pipeline with it: test_measure.py's
+    # test_llama_spectral_end_to_end).
+    monkeypatch.setattr(se, "embed", lambda strings, **k: se.hash_embed(strings))
     shapes = []
     real = sp.fit_temperature
     monkeypatch.setattr(sp, "fit_temperature",

@@ -60,7 +60,9 @@ from pathlib import Path
 
 import numpy as np
 
-from standarderror.uncertainty import coverage as cv
+# standarderror.uncertainty.coverage (scipy.stats, torch) is imported by the two functions
+# that compute with it: reading and checking a release file needs numpy alone, so a reader
+# started in a fresh process (the scripts, tests/test_ye_reader.py's probes) starts fast.
 
 LETTERS = "ABCDEF"
 PROMPTS = ("base", "shared", "task")
@@ -559,6 +561,8 @@ def evaluate(task: dict, temperature=1.0) -> dict:
     Returns ``{model: {"accuracy", "lac_coverage", "lac_size", "aps_coverage", "aps_size",
     "average_size", "runs": [per-prompt dicts], "temperatures": [...]}}``.
     """
+    from standarderror.uncertainty import coverage as cv
+
     y, cal = task["y"], task["calibration"]
     out = {}
     for model in sorted(task["logits"]):
@@ -582,6 +586,8 @@ def evaluate(task: dict, temperature=1.0) -> dict:
 
 def fitted(model, prompt, z, y, cal) -> float:
     """Maximum-likelihood temperature on the calibration half (fitted in float64)."""
+    from standarderror.uncertainty import coverage as cv
+
     return cv.fit_temperature(np.asarray(z, dtype=np.float64)[cal], y[cal])
 
 
