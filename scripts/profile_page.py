@@ -12,6 +12,10 @@ share, first line), and for each of those cells two lists:
 - *leaves*: the functions anywhere (torch, numpy, sentence-transformers, ...) with the largest
   time spent in their own body (what the time is actually spent on).
 
+Each cell's time is printed to stderr as it finishes (``--quiet`` to stop), and the header
+gives wall and CPU seconds and the load average at the start and the end. ``--no-profile``
+times the cells without cProfile (no overhead; the slowest cells only).
+
 Timings are the machine's: they change with load and thread count (``OMP_NUM_THREADS``, two by
 default as in the build). Profiling adds overhead to Python-heavy cells, so a cell's share is
 the number to read, not its absolute seconds. A cell that raises stops the run with its
@@ -52,7 +56,8 @@ def _top(stats: pstats.Stats, key: int, keep, count: int) -> list[tuple[float, s
     return [(seconds, _label(func)) for seconds, func in rows[:count]]
 
 
-def profile(page: Path, cells: int, calls: int) -> int:
+def profile(page: Path, cells: int, calls: int, *, profiled: bool = True,
+            progress: bool = True, namespace: dict | None = None) -> int:
     import jupytext
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
@@ -64,27 +69,38 @@ def profile(page: Path, cells: int, calls: int) -> int:
     shell = InteractiveShell.instance()
     os.chdir(page.parent)
     results = []
-    start = time.perf_counter()
+    load = os.getloadavg()[0]
+    start, cpu0 = time.perf_counter(), time.process_time()
     for index, cell in enumerate(code):
-        profiler = cProfile.Profile()
+        profiler = cProfile.Profile() if profiled else None
         t0 = time.perf_counter()
         with capture_output():
-            profiler.enable()
+            if profiler:
+                profiler.enable()
             outcome = shell.run_cell(cell.source, store_history=True)
-            profiler.disable()
+            if profiler:
+                profiler.disable()
         seconds = time.perf_counter() - t0
+        if progress:
+            print(f"  cell {index:>3} {seconds:7.2f} s", file=sys.stderr, flush=True)
         if not outcome.success:
             print(f"{page}: code cell {index} raised; output below", file=sys.stderr)
             shell.run_cell(cell.source)  # again, visibly, for the traceback
             return 1
-        results.append((seconds, index, cell.source, pstats.Stats(profiler)))
+        results.append((seconds, index, cell.source,
+                        pstats.Stats(profiler) if profiler else None))
     total = time.perf_counter() - start
-    print(f"{page}: {len(code)} code cells in {total:.1f} s "
-          f"(OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, profiled)")
+    cpu = time.process_time() - cpu0
+    print(f"{page}: {len(code)} code cells in {total:.1f} s wall, {cpu:.1f} s CPU "
+          f"(OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
+          f"{'profiled' if profiled else 'not profiled'}; load average "
+          f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)")
     for seconds, index, source, stats in sorted(results, key=lambda r: r[0], reverse=True)[:cells]:
         first = next((line for line in source.splitlines() if line.strip()
                       and not line.lstrip().startswith("#")), "")[:70]
         print(f"\ncell {index:>3}  {seconds:7.2f} s  {100 * seconds / total:5.1f}%  {first}")
+        if stats is None:
+            continue
         ours = _top(stats, 3, lambda f: "standarderror" in Path(f[0]).parts, calls)
         if ours:
             print("  package calls (cumulative):")
@@ -93,6 +109,8 @@ def profile(page: Path, cells: int, calls: int) -> int:
         print("  leaves (own time):")
         for s, label in _top(stats, 2, lambda f: True, calls):
             print(f"    {s:7.2f} s  {label}")
+    if namespace is not None:
+        namespace.update(shell.user_ns)
     return 0
 
 
@@ -101,12 +119,17 @@ def main(argv=None) -> int:
     parser.add_argument("page", type=Path, help="a notebook page, e.g. lectures/ep3_temperature.md")
     parser.add_argument("--cells", type=int, default=5, help="slowest cells to show (5)")
     parser.add_argument("--calls", type=int, default=8, help="functions per list (8)")
+    parser.add_argument("--no-profile", action="store_true",
+                        help="time the cells only, without cProfile (no overhead)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no per-cell progress lines on stderr")
     args = parser.parse_args(argv)
     if not args.page.is_file():
         parser.error(f"page: no such file {args.page}")
     if args.cells < 1 or args.calls < 1:
         parser.error("--cells and --calls must be at least 1")
-    return profile(args.page.resolve(), args.cells, args.calls)
+    return profile(args.page.resolve(), args.cells, args.calls,
+                   profiled=not args.no_profile, progress=not args.quiet)
 
 
 if __name__ == "__main__":
