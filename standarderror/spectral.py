@@ -103,6 +103,7 @@ _CHUNK_BYTES = 1 << 25
 __all__ = [
     "ZERO", "EPS", "AUTHORS_GRID", "LAMB_GRID", "ARITHMETICS", "null_share", "outside_share",
     "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_temperature",
+    "Spectrum", "spectrum",
     "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error",
     "naive_reliability",
     "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
@@ -313,6 +314,64 @@ def log_score(answers, targets, temperature: float = 1.0, eps: float = EPS, *,
     return _score_any(sp, 1.0 / t, e)
 
 
+class Spectrum(dict):
+    """The exact Gram-space spectra of ``n`` questions (made by :func:`spectrum`): ``lam``
+    (n, m) eigenvalues, descending, exact zeros at or below :data:`ZERO`; ``proj`` (n, m)
+    squared projections of each unit target on the lifted unit eigenvectors. Everything the
+    log score, the risk curve and the temperature fit need, in ``2 n m`` floats."""
+
+
+def spectrum(chunks) -> Spectrum:
+    r"""Exact spectra of many questions, streamed: the input of :func:`risk_curve` and
+    :func:`fit_temperature` when the answers do not fit in memory.
+
+    ``chunks`` is one ``(answers, targets)`` pair or an iterable of such pairs (shapes
+    ``(n_c, m, d)`` and ``(n_c, d)``, the same ``m`` and ``d`` in every chunk), e.g. a
+    generator that reads or embeds one block of questions at a time. Each chunk is validated,
+    decomposed in the ``m x m`` Gram space and dropped; memory is one chunk plus the
+    ``2 n m`` floats kept. Each question's arithmetic is the same as when all the questions
+    are decomposed at once (products and decompositions run per question), so the results
+    agree to round-off (tested; bit for bit on the machines tried).
+    """
+    if isinstance(chunks, tuple) and len(chunks) == 2 and not isinstance(chunks[0], tuple):
+        chunks = [chunks]
+    lam, proj, shape = [], [], None
+    for k, pair in enumerate(chunks):
+        try:
+            answers, targets = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"chunks must yield (answers, targets) pairs; chunk {k} is "
+                             f"{type(pair).__name__}") from None
+        a = _answers(answers, f"answers (chunk {k})")
+        n, m, d = a.shape
+        if shape is not None and (m, d) != shape:
+            raise ValueError(f"answers (chunk {k}) has m, d = {(m, d)} but earlier chunks "
+                             f"have {shape}; every chunk needs the same m and d")
+        shape = (m, d)
+        y = _targets(targets, n, d, f"targets (chunk {k})")
+        sp = _spectrum(a, y)
+        lam.append(sp["lam"])
+        proj.append(sp["proj"])
+    if shape is None:
+        raise ValueError("chunks is empty: pass at least one (answers, targets) pair")
+    return Spectrum(lam=np.concatenate(lam), proj=np.concatenate(proj))
+
+
+def _spectrum_of(answers, targets, arithmetic: str) -> dict:
+    """The spectrum that the risk, curve and fit read: from a :class:`Spectrum`, or from the
+    arrays under ``arithmetic``."""
+    if isinstance(answers, Spectrum):
+        if targets is not None:
+            raise ValueError("targets must be None when answers is a Spectrum (it holds them)")
+        if arithmetic != "exact":
+            raise ValueError("a Spectrum is exact: pass arrays for the authors' arithmetic")
+        return answers
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    return _spectrum(a, y) if arithmetic == "exact" else _dense(a, y, arithmetic)
+
+
 def risk(answers, targets, temperature: float = 1.0, eps: float = EPS, *,
          arithmetic: str = "exact") -> float:
     r"""Empirical risk :math:`R_S = \frac1n \sum_i y_i^\top S(h_T(\hat d(x_i)))\, y_i`."""
@@ -324,21 +383,22 @@ def risk_curve(answers, targets, temperatures, eps: float = EPS, *,
     """Risk and average entropy over a grid of temperatures, from one eigendecomposition
     (``arithmetic`` as in :func:`log_score`).
 
+    ``answers`` may also be a :class:`Spectrum` from :func:`spectrum` (then ``targets`` is
+    ``None`` and the arithmetic exact): the curve of any number of questions, streamed.
+
     Returns
     -------
     dict
         ``temperature`` (k,), ``risk`` (k,), ``risk_se`` (standard error over questions),
         ``entropy`` (k,) average entropy, ``entropy_se``, ``gap`` = risk - entropy.
     """
-    a = _answers(answers)
-    n, _, d = a.shape
-    y = _targets(targets, n, d)
     e = _eps(eps)
     ar = _arithmetic(arithmetic)
     ts = np.atleast_1d(_checks.array(temperatures, "temperatures", ndim=None))
     for t in ts:
         _temperature(t, "temperatures")
-    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    sp = _spectrum_of(answers, targets, ar)
+    n = sp["lam"].shape[0]
     scores = np.array([_score_any(sp, 1.0 / t, e) for t in ts])  # (k, n)
     ent = np.array([_entropy_from(sp["lam"], 1.0 / t) for t in ts])
     root = np.sqrt(n)
@@ -357,7 +417,8 @@ def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
     r"""Matrix temperature scaling: the :math:`T` minimising the matrix log-score risk.
 
     Fit on a development split and apply to the test split. The risk is a smooth function of
-    :math:`\log T` computed from a single eigendecomposition. How it is minimised:
+    :math:`\log T` computed from a single eigendecomposition (``answers`` may be a
+    :class:`Spectrum` from :func:`spectrum`, with ``targets=None``). How it is minimised:
 
     * ``grid=None`` (default): continuously with :func:`scipy.optimize.minimize_scalar`
       (bounded) over :math:`\log T` for ``arithmetic="exact"``; the argmin over
@@ -373,9 +434,6 @@ def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
         or on the end of the grid), ``arithmetic``, ``grid`` (None when continuous),
         ``grid_risk`` (the risk at each grid temperature, or None).
     """
-    a = _answers(answers)
-    n, _, d = a.shape
-    y = _targets(targets, n, d)
     e = _eps(eps)
     ar = _arithmetic(arithmetic)
     if grid is None:
@@ -393,7 +451,7 @@ def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
             raise ValueError(f"grid must be one-dimensional, got shape {gr.shape}")
         for g in gr:
             _temperature(g, "grid")
-    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    sp = _spectrum_of(answers, targets, ar)
 
     def objective(logt):
         return float(np.mean(_score_any(sp, np.exp(-logt), e)))

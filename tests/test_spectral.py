@@ -492,3 +492,49 @@ def test_bad_inputs_name_the_argument(data):
         sp.auroc(np.arange(4.0), np.ones(4))
     with pytest.raises(ValueError, match="method"):
         sp.cluster(a, 2, method="ward")
+
+
+# --------------------------------------------------------------------------------------
+# Streamed spectra (issue 26: 10^5 questions in bounded memory)
+# --------------------------------------------------------------------------------------
+
+
+def test_streamed_spectrum_gives_the_curve_and_fit_of_the_whole_arrays():
+    a, y = make(n=30, m=6, d=24, seed=3)
+    ts = [0.3, 1.0, 2.7]
+    whole = sp.risk_curve(a, y, ts)
+    fit = sp.fit_temperature(a, y)
+    chunks = ((a[s:s + 7], y[s:s + 7]) for s in range(0, 30, 7))  # uneven chunks
+    spec = sp.spectrum(chunks)
+    assert spec["lam"].shape == spec["proj"].shape == (30, 6)
+    streamed = sp.risk_curve(spec, None, ts)
+    for key in ("risk", "risk_se", "entropy", "entropy_se", "gap"):
+        np.testing.assert_allclose(streamed[key], whole[key], rtol=0, atol=1e-13)
+    f2 = sp.fit_temperature(spec, None)
+    assert f2["temperature"] == pytest.approx(fit["temperature"], rel=1e-6)
+    assert f2["risk"] == pytest.approx(fit["risk"], abs=1e-12)
+    # against the dense d x d reference, question by question
+    yy = unit(y)
+    for k, t in enumerate(ts):
+        ref = np.mean([yy[i] @ dense_neglog(mat) @ yy[i] for i, mat in enumerate(dense_all(a, t))])
+        assert streamed["risk"][k] == pytest.approx(ref, abs=TOL)
+    # one pair is one chunk
+    one = sp.spectrum((a, y))
+    np.testing.assert_allclose(one["lam"], spec["lam"], atol=1e-13)
+
+
+def test_streamed_spectrum_bad_inputs_name_the_argument():
+    a, y = make(n=6, m=4, d=10)
+    with pytest.raises(ValueError, match="chunks is empty"):
+        sp.spectrum(iter([]))
+    with pytest.raises(ValueError, match="pairs"):
+        sp.spectrum([a])
+    with pytest.raises(ValueError, match=r"chunk 1.*same m and d"):
+        sp.spectrum([(a, y), (a[:, :3], y)])
+    with pytest.raises(ValueError, match=r"targets \(chunk 0\)"):
+        sp.spectrum([(a, y[:, :5])])
+    spec = sp.spectrum((a, y))
+    with pytest.raises(ValueError, match="targets must be None"):
+        sp.risk_curve(spec, y, [1.0])
+    with pytest.raises(ValueError, match="exact"):
+        sp.fit_temperature(spec, None, arithmetic="authors")
