@@ -33,10 +33,9 @@ notebook is refused however the kernel counted (``importlib.reload``). A quote m
 significant digit of its value (:func:`standarderror.book.precision_problem`).
 
 Every failure is raised from ``build-finished``, so it cannot be skipped by building without
-``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero. A page listed in
-the config value ``se_pending`` (``{docname: [rule, ...]}``, rules of
-:data:`standarderror.sphinxext.numbers.RULES`) has its problems under those rules logged, not
-raised, until it is fixed; the command-line lister reports them all.
+``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero. No page is
+excused: the config value ``se_pending``, which once listed pages not yet meeting a rule, is
+refused if set.
 """
 
 from __future__ import annotations

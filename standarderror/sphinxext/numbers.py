@@ -560,8 +560,8 @@ def _hides_input(node) -> bool:
     return not shown or node.get("hide_mode") in ("all", "input", "input+output")
 
 
-#: The rules of the third round of the check (issue 24), by name; a page may be listed under
-#: ``se_pending`` in the config with the rules it does not meet yet (reported, not fatal).
+#: The rules of the third round of the check (issue 24), by name: every page meets all of
+#: them (the findings name the rule they break).
 RULES = {
     "settings": "a setting phrase holds words, and its numbers are code literals or labels",
     "words": "a measured number is written in digits, not in words",
