@@ -710,3 +710,42 @@ def test_a_phrase_seen_only_in_maths_or_code_is_noted_as_declaring_nothing(tmp_p
     assert result["unused"] == ["T = 2"], result
     assert [(f["number"], f["cls"]) for f in result["findings"]] == [
         ("500", "declared"), ("2017", "declared")]
+
+
+OTHER_FORMS = r'''
+```{code-cell} ipython3
+from myst_nb import glue
+glue("raw", 0.4321, display=False)
+from IPython.display import Latex
+Latex(r"accuracy $0.77$")
+```
+
+Glue role: {glue:text}`raw:.2f` and {glue}`raw`.
+
+A footnote[^f1] here.
+
+[^f1]: The fit reached 0.66 in a footnote.
+
+| col |
+|---|
+| [0.58](https://example.org) |
+
+```{dropdown} Result 0.61
+hidden
+```
+'''
+
+
+@pytest.mark.slow
+def test_other_ways_of_showing_a_number_are_scanned(tmp_path):
+    """A red-team round after the third: myst-nb's glue roles (they show a value no pin
+    checks), a LaTeX output, a footnote, a link's text in a table and a dropdown's title each
+    put a number before the reader; each fails the build."""
+    r = build(tmp_path, extra=OTHER_FORMS, strict=False)
+    assert r.returncode != 0
+    problems = _problems(r)
+    expected = ["bare number 0.77 in a code output shown as prose", "bare number 0.43",
+                "bare number 0.4321", "bare number 0.66", "bare number 0.58",
+                "bare number 0.61", "the code pinned 'raw' but the prose never quotes it"]
+    missing = [e for e in expected if e not in problems]
+    assert not missing, (missing, problems[-4000:])
