@@ -51,7 +51,6 @@ from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin
     _code_sources,
     _doc,
     _execution_problems,
-    _pending,
     _split,
     _state,
     scan_only_pin_role,
@@ -87,10 +86,6 @@ def _check_numbers(app, doctree):
     record["unused_settings"] = [p for p in page_phrases if p not in used]
 
     def report(full, rule="", line=None):
-        if _pending(app, env.docname, rule):
-            record.setdefault("pending", []).append(full)
-            logger.info(f"[pending: {rule}] {full}")
-            return
         record["problems"].append(full)
         logger.error(full, location=(env.docname, line) if line else env.docname, type="pin")
 
@@ -165,8 +160,7 @@ def setup(app):
     app.connect("html-page-context", site.dedupe_scripts)
     site.release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
-    # pages that do not meet some of numbers.RULES yet: {docname: [rule, ...]}; their
-    # problems under those rules are reported (logged, and by the lister), not fatal
+    # registered only to be refused when set (pins._refuse_pending): no page is excused
     app.add_config_value("se_pending", {}, "env", types=[dict])
     app.add_role("pin", pins.pin_role)
     pins._capture_clients()

@@ -92,8 +92,20 @@ def _build_nonce() -> str:
 
 
 def _builder_inited(app):
-    """A fresh nonce per build; the kernels started by this build inherit it."""
+    """A fresh nonce per build (the kernels started by this build inherit it), after refusing
+    ``se_pending``: it once listed pages excused from named number rules, and a config line
+    that switches the check off is none, so any entry stops the build before it starts."""
+    _refuse_pending(app)
     os.environ[NONCE_ENV] = secrets.token_hex(16)
+
+
+def _refuse_pending(app) -> None:
+    pending = app.config.se_pending
+    if pending:
+        raise ExtensionError(
+            f"se_pending is set ({pending!r}), but no page may be excused from the number "
+            "rules: fix the page (python -m standarderror.sphinxext.numbers PAGE.md lists "
+            "its problems) and remove se_pending from _config.yml")
 
 
 def _pinned_values(env, document) -> dict:
@@ -209,9 +221,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     if err:
         return problem(err)
     imprecise = _precision(key, quoted, raw)
-    if imprecise and _pending(env.app, env.docname, "precision"):
-        logger.info(f"[pending: precision] pin {where}: {imprecise}")
-    elif imprecise:
+    if imprecise:
         return problem(imprecise)
     return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
 
@@ -305,10 +315,7 @@ def _check_cross_pages(app, env):
                     f"(it pinned: {', '.join(sorted(values)) or 'none'})")
                 continue
             err = _compare(key, quoted, values[key]) or _precision(key, quoted, values[key])
-            if err and err == _precision(key, quoted, values[key]) \
-                    and _pending(app, docname, "precision"):
-                logger.info(f"[pending: precision] {where}: {err}")
-            elif err:
+            if err:
                 record["cross_problems"].append(f"{where}: {err}")
         for msg in record["cross_problems"]:
             logger.error(msg, location=docname, type="pin")
@@ -322,17 +329,3 @@ def _merge(app, env, docnames, other):
     for d in docnames:
         if d in _state(other):
             _state(env)[d] = _state(other)[d]
-
-
-def _pending(app, docname: str, rule: str) -> bool:
-    """No page is excused from a rule. ``se_pending`` once listed pages that did not meet a
-    rule yet, with their problems logged instead of raised; every page meets every rule now,
-    so an entry there is itself an error (a check that a config line can switch off is none).
-    Always returns ``False`` when ``se_pending`` is empty."""
-    pending = app.config.se_pending or {}
-    if pending:
-        raise ExtensionError(
-            f"se_pending is set ({pending!r}), but no page may be excused from the number "
-            "rules: fix the page (python -m standarderror.sphinxext.numbers PAGE.md lists "
-            "its problems) and remove se_pending from _config.yml")
-    return False
