@@ -105,8 +105,9 @@ __all__ = [
     "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_temperature",
     "Spectrum", "spectrum",
     "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error",
+    "calibration_curve",
     "naive_reliability",
-    "reliability", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
+    "reliability", "reliability_grid", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
     "kernel_language_entropy",
 ]
 
@@ -639,12 +640,14 @@ def _score_any(sp: dict, alpha, eps: float) -> np.ndarray:
 # --------------------------------------------------------------------------------------
 
 
-def _factors(a: np.ndarray, alpha: float):
+def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
     r"""Rows :math:`\sqrt{\mu_k}\, u_k^\top` of each scaled density matrix (so that
     :math:`h_T(\hat d_i) = F_i^\top F_i`), stacked over questions, with ``owner`` (question of
-    each row), the eigenvalues and the scaled eigenvalues. Zero eigenvalues are dropped."""
+    each row), the eigenvalues and the scaled eigenvalues. Zero eigenvalues are dropped.
+    ``sp`` is ``_spectrum(a, vectors=True)`` when the caller already holds it."""
     n, m, d = a.shape
-    sp = _spectrum(a, vectors=True)
+    if sp is None:
+        sp = _spectrum(a, vectors=True)
     lam = sp["lam"]
     mu, _ = _log_scaled(lam, alpha)
     pos = lam > 0
@@ -697,7 +700,7 @@ def _inner_distinct(a: np.ndarray):
     n, m, d = a.shape
     flat = a.reshape(n * m, d)
     flat = flat / np.linalg.norm(flat, axis=1, keepdims=True)
-    uniq, inv = np.unique(flat, axis=0, return_inverse=True)
+    uniq, inv, _ = _unique_rows(flat)
     if len(uniq) > min(_MAX_DISTINCT, (n * m) // 2):
         return None
     w = np.zeros((n, len(uniq)))
@@ -705,6 +708,27 @@ def _inner_distinct(a: np.ndarray):
     q = uniq @ uniq.T
     q *= q
     return w @ q @ w.T
+
+
+def _unique_rows(x: np.ndarray):
+    """``numpy.unique(x, axis=0, return_inverse=True, return_counts=True)``: the same sorted
+    distinct rows, inverse and counts, with only the distinct rows sorted.
+
+    ``np.unique`` sorts every row lexicographically, field by field; answers repeat (34,000
+    rows may hold 4,000 distinct ones), so rows with the same bytes are merged first, in one
+    pass through a dictionary, and ``np.unique`` then orders the few that remain (and merges
+    any that are equal as numbers but not as bytes, such as ``-0.0`` and ``0.0``)."""
+    rows = np.ascontiguousarray(x)
+    if rows.ndim != 2:
+        raise ValueError(f"rows must be a 2-D array, got shape {rows.shape}")
+    first: dict = {}
+    code = np.fromiter((first.setdefault(r.tobytes(), len(first)) for r in rows),
+                       dtype=np.int64, count=len(rows))
+    pick = np.empty(len(first), dtype=np.int64)
+    pick[code[::-1]] = np.arange(len(code))[::-1]  # the first row of each byte pattern
+    uniq, inv = np.unique(rows[pick], axis=0, return_inverse=True)
+    inv = inv.ravel()[code]
+    return uniq, inv, np.bincount(inv, minlength=len(uniq))
 
 
 def _cosine(a: np.ndarray, alpha: float) -> np.ndarray:
@@ -734,26 +758,39 @@ def similarity(answers, temperature: float = 1.0) -> np.ndarray:
     return _cosine(a, 1.0 / t)
 
 
-def _hcluster(sim: np.ndarray, k: int, method: str, distance: str = "cosine") -> np.ndarray:
+class _Linkage:
     """Hierarchical clusters of a similarity matrix: on ``1 - sim`` (``distance="cosine"``,
     ours) or on the Euclidean distance between the *rows* of ``sim`` (``"rows"``, the
-    authors': :func:`scipy.spatial.distance.pdist`)."""
-    n = len(sim)
-    if k == 1:
-        return np.zeros(n, dtype=np.int64)
-    if k == n:
-        return np.arange(n, dtype=np.int64)
-    if distance == "rows":
-        cond = pdist(sim, metric="euclidean")
-    else:
-        dist = np.clip(1.0 - sim, 0.0, None)
-        dist = (dist + dist.T) / 2
-        np.fill_diagonal(dist, 0.0)
-        cond = squareform(dist, checks=False)
-    z = hierarchy.linkage(cond, method=method)
-    labels = hierarchy.fcluster(z, t=k, criterion="maxclust")
-    _, labels = np.unique(labels, return_inverse=True)
-    return labels.astype(np.int64)
+    authors': :func:`scipy.spatial.distance.pdist`). The linkage is computed on the first
+    :meth:`cut` that needs it and reused by the others."""
+
+    def __init__(self, sim: np.ndarray, method: str, distance: str = "cosine"):
+        self.sim, self.method, self.distance, self._z = sim, method, distance, None
+
+    def cut(self, k: int) -> np.ndarray:
+        """Labels ``0..k'-1`` of the ``maxclust`` cut at ``k`` clusters (``k' <= k``)."""
+        n = len(self.sim)
+        if k == 1:
+            return np.zeros(n, dtype=np.int64)
+        if k == n:
+            return np.arange(n, dtype=np.int64)
+        if self._z is None:
+            if self.distance == "rows":
+                cond = pdist(self.sim, metric="euclidean")
+            else:
+                dist = np.clip(1.0 - self.sim, 0.0, None)
+                dist = (dist + dist.T) / 2
+                np.fill_diagonal(dist, 0.0)
+                cond = squareform(dist, checks=False)
+            self._z = hierarchy.linkage(cond, method=self.method)
+        labels = hierarchy.fcluster(self._z, t=k, criterion="maxclust")
+        _, labels = np.unique(labels, return_inverse=True)
+        return labels.astype(np.int64)
+
+
+def _hcluster(sim: np.ndarray, k: int, method: str, distance: str = "cosine") -> np.ndarray:
+    """One cut of :class:`_Linkage`."""
+    return _Linkage(sim, method, distance).cut(k)
 
 
 def _distance(distance) -> str:
@@ -795,7 +832,7 @@ def _rows_spectrum(rows: np.ndarray):
 
     Returns ``(lam, uniq, coef)``: eigenvalues above :data:`ZERO`, the distinct rows, and
     coefficients with eigenvectors ``u_k = uniq.T @ coef[:, k]`` (never formed)."""
-    uniq, counts = np.unique(rows, axis=0, return_counts=True)
+    uniq, _, counts = _unique_rows(rows)
     sw = np.sqrt(counts / len(rows))
     b = uniq * sw[:, None]
     lam, v = np.linalg.eigh(b @ b.T)
@@ -859,12 +896,26 @@ def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: i
         ``calibration``, ``sharpness``, ``noise``, ``risk`` (mean log score),
         ``decomposed`` (= calibration - sharpness + noise), ``labels``, ``sizes``.
     """
+    return calibration_curve(answers, targets, (temperature,), clusters=clusters, labels=labels,
+                             method=method, eps=eps, variant=variant, weighting=weighting,
+                             distance=distance)[0]
+
+
+def calibration_curve(answers, targets, temperatures, *, clusters: int = 20, labels=None,
+                      method: str = "average", eps: float = EPS, variant: str = "ours",
+                      weighting: str | None = None, distance: str | None = None) -> list[dict]:
+    """:func:`calibration_error` at each of ``temperatures``: a list of its results.
+
+    What does not depend on the temperature is computed once: the Gram spectra of the
+    answers, the targets' density matrices and, with fixed ``labels``, every cluster's target
+    terms (its entropy and sharpness). Without ``labels`` the questions are re-clustered at
+    each temperature, as :func:`calibration_error` does.
+    """
     a = _answers(answers)
     n, _, d = a.shape
     y = _targets(targets, n, d)
-    t = _temperature(temperature)
+    ts = [_temperature(t) for t in np.atleast_1d(np.asarray(temperatures, dtype=object))]
     e = _eps(eps)
-    alpha = 1.0 / t
     authors = _variant(variant) == "authors"
     weighting = weighting or ("uniform" if authors else "size")
     if weighting not in ("uniform", "size"):
@@ -874,59 +925,72 @@ def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: i
         k = _count(clusters, "clusters")
         if k > n:
             raise ValueError(f"clusters must be <= the number of questions ({n}), got {k}")
-        lab = _hcluster(_cosine(a, alpha), k, _method(method), distance)
+        method = _method(method)
+        fixed = None
     else:
-        lab = np.asarray(labels)
-        if lab.shape != (n,) or not np.issubdtype(lab.dtype, np.integer):
+        fixed = np.asarray(labels)
+        if fixed.shape != (n,) or not np.issubdtype(fixed.dtype, np.integer):
             raise ValueError(f"labels must be {n} integers (one cluster id per question)")
-        _, lab = np.unique(lab, return_inverse=True)
-    F, owner, lam, mu = _factors(a, alpha)
-    sp = _spectrum(a, y)
-    score = _score_from(sp["lam"], sp["proj"], alpha, e)
-    row_lab = lab[owner]
-    k = lab.max() + 1
-    sizes = np.bincount(lab, minlength=k)
-    cal = np.empty(k)
-    neg_h = np.empty(k)
-    for c in range(k):
-        members = np.flatnonzero(lab == c)
-        yc = y[members]
-        neg_h[c] = _neg_entropy_rows(yc)
-        fc = F[row_lab == c] / np.sqrt(len(members))
-        if len(fc) <= d:  # Gram route: eigenpairs of fc fc^T lift to d-space
-            w, v = np.linalg.eigh(fc @ fc.T)
-            pos = w > ZERO
-            w, v = w[pos], v[:, pos]
-            p = (v.T @ (fc @ yc.T)) ** 2 / w[:, None]  # (r, n_c) squared projections
-        else:  # the cluster mean may have full rank d: thin SVD of the factor rows
-            _, sv, vt = np.linalg.svd(fc, full_matrices=False)
-            w = sv * sv
-            pos = w > ZERO
-            w = w[pos]
-            p = (vt[pos] @ yc.T) ** 2
-        cross = np.log(w) @ p + np.log(e) * np.clip(1.0 - p.sum(0), 0.0, None)
-        cal[c] = neg_h[c] - cross.mean()
+        _, fixed = np.unique(fixed, return_inverse=True)
+    sp = _spectrum(a, y, vectors=True)
     # Sharpness and noise: all targets' density matrix.
     lam_all, uniq_all, coef_all = _rows_spectrum(y)
     neg_h_all = float(np.sum(lam_all * np.log(lam_all)))
-    sharp = np.empty(k)
-    for c in range(k):
-        yc = y[lab == c]
-        p = ((yc @ uniq_all.T) @ coef_all) ** 2  # (n_c, r)
-        sharp[c] = neg_h[c] - float(np.mean(p @ np.log(lam_all)))
-    wts = sizes / n if weighting == "size" else np.full(k, 1.0 / k)
-    calibration = float(wts @ cal)
-    sharpness = float(wts @ sharp)
-    noise = -neg_h_all
-    return {
-        "calibration": calibration,
-        "sharpness": sharpness,
-        "noise": noise,
-        "risk": float(score.mean()),
-        "decomposed": calibration - sharpness + noise,
-        "labels": lab,
-        "sizes": sizes,
-    }
+
+    def target_terms(lab):
+        """Per cluster of ``lab``: -H of its targets' density matrix, and its sharpness."""
+        kk = lab.max() + 1
+        neg_h, sharp = np.empty(kk), np.empty(kk)
+        for c in range(kk):
+            yc = y[lab == c]
+            neg_h[c] = _neg_entropy_rows(yc)
+            p = ((yc @ uniq_all.T) @ coef_all) ** 2  # (n_c, r)
+            sharp[c] = neg_h[c] - float(np.mean(p @ np.log(lam_all)))
+        return neg_h, sharp
+
+    terms = target_terms(fixed) if fixed is not None else None
+    out = []
+    for t in ts:
+        alpha = 1.0 / t
+        lab = fixed if fixed is not None else _hcluster(_cosine(a, alpha), k, method, distance)
+        neg_h, sharp = terms if fixed is not None else target_terms(lab)
+        F, owner, lam, mu = _factors(a, alpha, sp)
+        score = _score_from(sp["lam"], sp["proj"], alpha, e)
+        row_lab = lab[owner]
+        kk = lab.max() + 1
+        sizes = np.bincount(lab, minlength=kk)
+        cal = np.empty(kk)
+        for c in range(kk):
+            members = np.flatnonzero(lab == c)
+            yc = y[members]
+            fc = F[row_lab == c] / np.sqrt(len(members))
+            if len(fc) <= d:  # Gram route: eigenpairs of fc fc^T lift to d-space
+                w, v = np.linalg.eigh(fc @ fc.T)
+                pos = w > ZERO
+                w, v = w[pos], v[:, pos]
+                p = (v.T @ (fc @ yc.T)) ** 2 / w[:, None]  # (r, n_c) squared projections
+            else:  # the cluster mean may have full rank d: thin SVD of the factor rows
+                _, sv, vt = np.linalg.svd(fc, full_matrices=False)
+                w = sv * sv
+                pos = w > ZERO
+                w = w[pos]
+                p = (vt[pos] @ yc.T) ** 2
+            cross = np.log(w) @ p + np.log(e) * np.clip(1.0 - p.sum(0), 0.0, None)
+            cal[c] = neg_h[c] - cross.mean()
+        wts = sizes / n if weighting == "size" else np.full(kk, 1.0 / kk)
+        calibration = float(wts @ cal)
+        sharpness = float(wts @ sharp)
+        noise = -neg_h_all
+        out.append({
+            "calibration": calibration,
+            "sharpness": sharpness,
+            "noise": noise,
+            "risk": float(score.mean()),
+            "decomposed": calibration - sharpness + noise,
+            "labels": lab,
+            "sizes": sizes,
+        })
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -1022,12 +1086,29 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
         ``within_bin`` (mean pairwise similarity of the matrices clustered, over distinct pairs
         sharing a cluster / a bin; the paper's Table 4), ``bins``.
     """
+    return reliability_grid(answers, targets, temperature, (bins,), (clusters,), method=method,
+                            weighting=weighting, variant=variant, binning=binning,
+                            distance=distance, cluster_on=cluster_on,
+                            min_cluster=min_cluster)[bins, clusters]
+
+
+def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clusters=(5,), *,
+                     method: str = "average", weighting: str = "uniform", variant: str = "ours",
+                     binning: str | None = None, distance: str | None = None,
+                     cluster_on: str | None = None, min_cluster: int | None = None) -> dict:
+    """:func:`reliability` for every pair of ``bins`` and ``clusters``: ``{(B, C): result}``.
+
+    Each bin's similarity matrix and linkage are computed once and cut at every ``C`` (the
+    clustering of a bin does not depend on how many clusters are asked for), so a grid costs
+    about one call per ``B``; each result is the one :func:`reliability` returns (it calls
+    this function).
+    """
     a = _answers(answers)
     n, m, d = a.shape
     y = _targets(targets, n, d)
     t = _temperature(temperature)
-    b = _count(bins, "bins")
-    k = _count(clusters, "clusters")
+    bs = [_count(b, "bins") for b in np.atleast_1d(np.asarray(bins, dtype=object))]
+    ks = [_count(k, "clusters") for k in np.atleast_1d(np.asarray(clusters, dtype=object))]
     method = _method(method)
     authors = _variant(variant) == "authors"
     binning = binning or ("quantile" if authors else "split")
@@ -1040,51 +1121,57 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
     low = _count(min_cluster if min_cluster is not None else (2 if authors else 1), "min_cluster")
     if weighting not in ("uniform", "size"):
         raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
-    if b > n:
-        raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
-    if binning == "split" and k > n // b:
-        raise ValueError(
-            f"clusters must be <= the smallest bin's {n // b} questions (n={n}, bins={b}), got {k}"
-        )
+    for b in bs:
+        if b > n:
+            raise ValueError(f"bins must be <= the number of questions ({n}), got {b}")
+        for k in ks:
+            if binning == "split" and k > n // b:
+                raise ValueError(f"clusters must be <= the smallest bin's {n // b} questions "
+                                 f"(n={n}, bins={b}), got {k}")
     alpha = 1.0 / t
     top = _log_scaled(_spectrum(a)["lam"], alpha)[0][:, 0]
-    groups = _equal_mass(top, b) if binning == "split" else _quantile_bins(top, b)
-    pred, targ, ctargets, csizes = [], [], [], []
-    pair_c = [0.0, 0]
-    pair_b = [0.0, 0]
-    for g in groups:
-        sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0)
-        lab = _hcluster(sim, min(k, len(g)), method, distance)
-        iu = np.triu_indices(len(g), 1)
-        same = lab[iu[0]] == lab[iu[1]]
-        pair_b[0] += sim[iu].sum()
-        pair_b[1] += len(iu[0])
-        pair_c[0] += sim[iu][same].sum()
-        pair_c[1] += int(same.sum())
-        kk = lab.max() + 1
-        tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
-        sc = np.bincount(lab, minlength=kk)
-        kept = sc >= low
-        pred.append(top[g].mean())
-        if not kept.any():
-            targ.append(np.nan)
-        elif weighting == "uniform":
-            targ.append(tc[kept].mean())
-        else:
-            targ.append(float(sc[kept] @ tc[kept] / sc[kept].sum()))
-        ctargets.append(tc)
-        csizes.append(sc)
-    pred, targ = np.array(pred), np.array(targ)
-    count = np.array([len(g) for g in groups])
-    has = np.isfinite(targ)
-    return {
-        "predicted": pred, "target": targ, "count": count,
-        "ece": float(count[has] @ np.abs(pred[has] - targ[has]) / count[has].sum()),
-        "cluster_targets": ctargets, "cluster_sizes": csizes,
-        "within_cluster": pair_c[0] / pair_c[1] if pair_c[1] else float("nan"),
-        "within_bin": pair_b[0] / pair_b[1] if pair_b[1] else float("nan"),
-        "bins": groups,
-    }
+    out = {}
+    for b in bs:
+        groups = _equal_mass(top, b) if binning == "split" else _quantile_bins(top, b)
+        per_k = {k: ([], [], [], [], [0.0, 0], [0.0, 0]) for k in ks}
+        for g in groups:
+            sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0)
+            iu = np.triu_indices(len(g), 1)
+            tree = _Linkage(sim, method, distance)
+            for k in ks:
+                pred, targ, ctargets, csizes, pair_c, pair_b = per_k[k]
+                lab = tree.cut(min(k, len(g)))
+                same = lab[iu[0]] == lab[iu[1]]
+                pair_b[0] += sim[iu].sum()
+                pair_b[1] += len(iu[0])
+                pair_c[0] += sim[iu][same].sum()
+                pair_c[1] += int(same.sum())
+                kk = lab.max() + 1
+                tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
+                sc = np.bincount(lab, minlength=kk)
+                kept = sc >= low
+                pred.append(top[g].mean())
+                if not kept.any():
+                    targ.append(np.nan)
+                elif weighting == "uniform":
+                    targ.append(tc[kept].mean())
+                else:
+                    targ.append(float(sc[kept] @ tc[kept] / sc[kept].sum()))
+                ctargets.append(tc)
+                csizes.append(sc)
+        count = np.array([len(g) for g in groups])
+        for k, (pred, targ, ctargets, csizes, pair_c, pair_b) in per_k.items():
+            pred, targ = np.array(pred), np.array(targ)
+            has = np.isfinite(targ)
+            out[b, k] = {
+                "predicted": pred, "target": targ, "count": count,
+                "ece": float(count[has] @ np.abs(pred[has] - targ[has]) / count[has].sum()),
+                "cluster_targets": ctargets, "cluster_sizes": csizes,
+                "within_cluster": pair_c[0] / pair_c[1] if pair_c[1] else float("nan"),
+                "within_bin": pair_b[0] / pair_b[1] if pair_b[1] else float("nan"),
+                "bins": groups,
+            }
+    return out
 
 
 # --------------------------------------------------------------------------------------

@@ -61,3 +61,15 @@ def test_the_seeds_names_reach_the_model_on_first_use_only():
     # coverage alone loads no model; the seed's cv.predictions is the model layer's function;
     # and even that module defers torch until it runs the model
     assert run.stdout.split() == ["False", "True", "False"]
+
+
+def test_loading_the_model_does_not_import_torchs_compiler():
+    """``tiny._expected_shapes`` builds a meta-device model with ``nn.init.normal_`` switched
+    off; torch's meta ``normal_`` would import ``torch._dynamo`` (about 2 s per process)."""
+    probe = ("import sys, torch; from standarderror.llm import tiny; normal = torch.nn.init.normal_; "
+             "loaded = tiny.load(); "
+             "print('torch._dynamo' in sys.modules, torch.nn.init.normal_ is normal, "
+             "float(loaded['model'].tok.weight.std()) > 0)")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         cwd=ROOT, check=True)
+    assert run.stdout.split() == ["False", "True", "True"], run.stdout + run.stderr

@@ -210,6 +210,25 @@ def test_calibration_error_matches_dense(data, t):
     assert got["calibration"] >= 0 and got["sharpness"] >= -1e-12
 
 
+@pytest.mark.parametrize("fixed", [True, False])
+def test_calibration_curve_is_calibration_error_at_each_temperature(data, fixed):
+    """What the curve shares across temperatures (the spectra, the targets' terms) changes no
+    bit: each entry is exactly the single-temperature result, with fixed labels or
+    re-clustered at each temperature."""
+    a, y = data
+    ts = (0.5, 1.0, 2.0)
+    kw = {"labels": np.array([0, 0, 1, 1, 1, 2, 2, 2, 2, 0, 1, 2])} if fixed else {"clusters": 4}
+    curve = sp.calibration_curve(a, y, ts, **kw)
+    assert len(curve) == len(ts)
+    for t, got in zip(ts, curve):
+        alone = sp.calibration_error(a, y, t, **kw)
+        assert {k: v for k, v in got.items() if k not in ("labels", "sizes")} == \
+            {k: v for k, v in alone.items() if k not in ("labels", "sizes")}
+        assert got["labels"].tolist() == alone["labels"].tolist()
+    with pytest.raises(ValueError, match="temperature"):
+        sp.calibration_curve(a, y, (1.0, 0.0), **kw)
+
+
 def test_calibration_error_full_rank_cluster_route():
     a, y = make(n=10, m=6, d=8, seed=9)  # one cluster stacks up to 60 factor rows > d = 8
     labels = np.zeros(10, dtype=int)
@@ -256,6 +275,31 @@ def test_algorithm_one_matches_dense(t):
         assert got["target"][b] == pytest.approx(np.mean(tc), abs=TOL)
     assert got["ece"] == pytest.approx(np.mean(np.abs(got["predicted"] - got["target"])), abs=1e-12)
     assert 0 <= got["within_bin"] <= got["within_cluster"] <= 1
+
+
+def test_reliability_grid_matches_dense_at_every_pair():
+    """Each bin's linkage is cut at every C: every pair of the grid agrees with the dense
+    reference, and is exactly what a call for that pair alone returns."""
+    a, y = make(n=24, m=5, d=16, seed=7)
+    t = 0.6
+    grid = sp.reliability_grid(a, y, t, bins=(2, 3), clusters=(1, 2, 4))
+    assert list(grid) == [(2, 1), (2, 2), (2, 4), (3, 1), (3, 2), (3, 4)]
+    mats = dense_all(a, t)
+    top = np.array([dense_lmax(mat) for mat in mats])
+    order = np.argsort(top, kind="stable")
+    yy = unit(y)
+    for (b, k), got in grid.items():
+        for i, g in enumerate(np.array_split(order, b)):
+            lab = clusters_from(dense_similarity([mats[j] for j in g]), k)
+            tc = [dense_lmax(yy[g][lab == c].T @ yy[g][lab == c] / np.sum(lab == c))
+                  for c in range(lab.max() + 1)]
+            assert got["target"][i] == pytest.approx(np.mean(tc), abs=TOL)
+        alone = sp.reliability(a, y, t, b, k)
+        assert got["ece"] == alone["ece"]
+        assert got["within_cluster"] == alone["within_cluster"]
+        assert [s.tolist() for s in got["cluster_sizes"]] == [s.tolist() for s in alone["cluster_sizes"]]
+    with pytest.raises(ValueError, match="clusters"):
+        sp.reliability_grid(a, y, t, bins=(2, 3), clusters=(2, 9))
 
 
 def test_kernel_language_entropy_matches_expm(data):
@@ -538,3 +582,21 @@ def test_streamed_spectrum_bad_inputs_name_the_argument():
         sp.risk_curve(spec, y, [1.0])
     with pytest.raises(ValueError, match="exact"):
         sp.fit_temperature(spec, None, arithmetic="authors")
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unique_rows_is_numpys_unique(seed):
+    """The distinct-rows shortcut returns exactly ``np.unique(axis=0)``'s rows, inverse and
+    counts, also when rows tie on leading fields and when a zero is signed (equal as numbers,
+    different as bytes)."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(-2, 3, size=(rng.integers(2, 40), 5)).astype(float) * rng.random()
+    base[rng.random(base.shape) < 0.2] = 0.0
+    x = base[rng.integers(0, len(base), 500)]
+    x[rng.random(x.shape) < 0.1 * (x == 0)] = -0.0
+    got = sp._unique_rows(x)
+    want = np.unique(x, axis=0, return_inverse=True, return_counts=True)
+    assert np.signbit(x[x == 0]).any() and (~np.signbit(x[x == 0])).any()  # both zeros occur
+    assert [g.tolist() for g in got] == [want[0].tolist(), want[1].ravel().tolist(), want[2].tolist()]
+    with pytest.raises(ValueError, match="2-D"):
+        sp._unique_rows(x[0])

@@ -300,9 +300,19 @@ def _capped_size(fh, path: Path, cap: int, what: str) -> int:
 
 def _expected_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     """The state dict's tensor shapes for ``cfg``, from a model built on the meta device
-    (shapes only: no memory is allocated for its weights)."""
-    with torch.device("meta"):
-        model = GPT(cfg)
+    (shapes only: no memory is allocated for its weights).
+
+    ``nn.init.normal_`` is switched off while it is built: meta tensors hold no values, and
+    torch's meta ``normal_`` imports its compiler stack on first use (about 2 s, once per
+    process, on a page that otherwise never needs it). The other initialisers are cheap on meta.
+    """
+    normal = nn.init.normal_
+    nn.init.normal_ = lambda tensor, *args, **kwargs: tensor
+    try:
+        with torch.device("meta"):
+            model = GPT(cfg)
+    finally:
+        nn.init.normal_ = normal
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
