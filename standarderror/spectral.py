@@ -75,6 +75,8 @@ explicit options (the defaults stay exact):
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 from scipy import optimize, sparse
 from scipy.cluster import hierarchy
@@ -577,6 +579,30 @@ def _digest(x: np.ndarray) -> str:
     return h.hexdigest()
 
 
+#: Threads that share the per-question dense decompositions (each question is still one
+#: single-threaded product and one LAPACK call, so the results do not depend on this number).
+_DENSE_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                     else os.cpu_count() or 1)
+
+
+def _decomposed(e: np.ndarray, m) -> tuple[np.ndarray, np.ndarray]:
+    """``eigh`` of every question's :math:`E^\top E / m` (one plain product per question),
+    the questions shared out among :data:`_DENSE_WORKERS` threads (numpy releases the GIL in
+    both). Call under ``threadpool_limits(1)``."""
+    def part(block):
+        dense = np.stack([q.T @ q for q in block]) / m
+        return np.linalg.eigh(dense)  # with vectors always, so eigenvalues never differ
+
+    parts = np.array_split(e, min(_DENSE_WORKERS, len(e)))
+    if len(parts) == 1:
+        return part(e)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(parts)) as pool:
+        done = list(pool.map(part, parts))
+    return np.concatenate([w for w, _ in done]), np.concatenate([u for _, u in done])
+
+
 def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
     """Signed eigenvalues (n, d) of every dense density matrix :math:`E^\top E / m`, built and
     decomposed in ``precision``; with targets, the squared projections (n, d) of each target on
@@ -600,8 +626,7 @@ def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
         # one thread: many small decompositions only contend for threads, and the round-off
         # left in the null space depends on the blocking that the thread count chooses
         with threadpool_limits(1):
-            dense = np.stack([q.T @ q for q in e]) / dt(m)
-            w, u = np.linalg.eigh(dense)  # with vectors always, so eigenvalues never differ
+            w, u = _decomposed(e, dt(m))
         w_all[s:s + step] = w
         if y is not None:
             c = np.einsum("qdk,qd->qk", u, y[s:s + step].astype(dt)).astype(float)

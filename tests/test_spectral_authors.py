@@ -86,6 +86,21 @@ def test_dense_arithmetic_matches_plain_reference(data, arithmetic, t):
     assert sp.risk(a, y, t, arithmetic=arithmetic) == pytest.approx(np.mean(want), rel=1e-5)
 
 
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_dense_decompositions_do_not_depend_on_the_worker_count(data, precision, monkeypatch):
+    """The questions are shared out among threads, each question one single-threaded product
+    and one LAPACK call: one worker and three give the same bits."""
+    a, y = data
+    au = sp._answers(a)
+    got = {}
+    for workers in (1, 3):
+        monkeypatch.setattr(sp, "_DENSE_WORKERS", workers)
+        monkeypatch.setattr(sp, "_DENSE_CACHE", {})
+        raw = sp._dense_raw(au, sp._targets(y, *au.shape[::2]), precision)
+        got[workers] = (raw["w"].tobytes(), raw["proj"].tobytes())
+    assert got[1] == got[3]
+
+
 def test_hand_worked_two_orthogonal_answers():
     # answers e1, e2 in R^3: eigenvalues (1/2, 1/2, 0), exact in float32 too.
     a = np.array([[[1.0, 0, 0], [0, 1.0, 0]]])

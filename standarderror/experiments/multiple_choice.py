@@ -213,7 +213,7 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
     return prefix + end if whole_words else prefix
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def _option_scores(model: dict, qs: dict, chunk: int) -> tuple[np.ndarray, np.ndarray]:
     """(prefix log-probability, log-probability that the word ends next), each questions x 6,
     from one pass (see :func:`option_logits`)."""

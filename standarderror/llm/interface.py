@@ -130,7 +130,7 @@ class LanguageModel:
                 "character_level": self.character_level, "backend": type(self).__name__}
 
     # ---- written once ------------------------------------------------------------------
-    @torch.no_grad()
+    @torch.inference_mode()
     def window_logprobs(self, ids) -> np.ndarray:
         """Float64 log-probabilities (batch x time x vocab) of the next token at every
         position of equal-length windows (``log_softmax`` of the logits cast to float64).
@@ -155,7 +155,7 @@ class LanguageModel:
                              "block")
         return x
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def next_token_logprobs(self, contexts) -> np.ndarray:
         """Float64 log-probabilities (n x vocab) of the token after each context (token id
         sequences of any lengths, each at most ``window``). Contexts are right-padded: in a
@@ -217,7 +217,7 @@ class LanguageModel:
         cut = len(ctx) > room
         return np.concatenate([np.asarray(self.prefix, dtype=np.int64), ctx[-room:]]), cut
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def continuation_logprob(self, contexts, continuations) -> dict:
         r""":math:`\log p(\text{continuation} \mid \text{context})` for each pair, summed over
         the continuation's tokens (float64).
@@ -273,7 +273,7 @@ class LanguageModel:
         return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
                 "truncated": int(truncated), "merged": int(merged)}
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def sample(self, contexts, m: int, *, temperature: float = 0.5, max_tokens: int = 16,
                seed: int = 0, greedy: bool = False, stop=one_word, progress=False) -> dict:
         r"""``m`` sampled answers per context, each continuation cut by ``stop``.
@@ -417,7 +417,7 @@ class TinyLM(LanguageModel):
         z = self.model(ids)
         return z if last is None else z[torch.arange(z.shape[0]), last]
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def window_logprobs(self, ids) -> np.ndarray:
         from standarderror.llm import tiny
 

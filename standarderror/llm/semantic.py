@@ -168,7 +168,7 @@ def _tree(model, caches, logits, m, temperature, rng, steps, pos, wordy, carr):
     return done
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SAMPLING_TEMPERATURE,
            steps: int = STEPS, seed: int = 0, greedy: bool = False):
     r"""``m`` independently sampled answers (first words) for each context.

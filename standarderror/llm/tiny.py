@@ -613,14 +613,14 @@ def batches(split_name: str = "test", count: int = 10, size: int = 16, seed: int
         yield torch.from_numpy(x), torch.from_numpy(y)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def log_probabilities(model: GPT, x: torch.Tensor) -> np.ndarray:
     """Float64 log-probabilities (batch x time x vocab) for every position of ``x``."""
     logits = model(x).double()
     return torch.log_softmax(logits, dim=-1).numpy()
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate(model: GPT, context: torch.Tensor, steps: int, *, temperature: float = 1.0,
              generator: torch.Generator | None = None) -> torch.Tensor:
     """Sample ``steps`` characters after ``context`` (batch x time), with a key/value cache.

@@ -142,9 +142,12 @@ def _nll_curve(logp: np.ndarray, y: np.ndarray):
     with :math:`d = z - z_{\max}` computed once (every exponent stays <= 0)."""
     d = logp - logp.max(axis=1, keepdims=True)
     dy = d[np.arange(y.size), y].mean()
+    buf = np.empty_like(d)  # one work array for every evaluation (the optimiser makes ~25)
 
     def f(t: float) -> float:
-        return float(np.log(np.exp(d * (1.0 / t)).sum(axis=1)).mean() - dy / t)
+        np.multiply(d, 1.0 / t, out=buf)
+        np.exp(buf, out=buf)
+        return float(np.log(buf.sum(axis=1)).mean() - dy / t)
 
     return f
 
