@@ -91,6 +91,27 @@ def pin(name: str | None = None, value=None, /, **named) -> None:
     return None
 
 
+def table(rows, header) -> None:
+    """Display ``rows`` (sequences of cells, each shown with ``str``) under ``header`` as a
+    Markdown table: the output tables of the lectures.
+
+    The cells' text is the page's to compute (numbers formatted there, as the prose quotes
+    them); this only lays the text out, one ``| a | b |`` line per row."""
+    header = [str(h) for h in header]
+    rows = [list(r) for r in rows]
+    if not header:
+        raise ValueError("table needs a header of at least one column")
+    bad = [i for i, r in enumerate(rows) if len(r) != len(header)]
+    if bad:
+        raise ValueError(f"table: row {bad[0]} has {len(rows[bad[0]])} cells for "
+                         f"{len(header)} columns")
+    from IPython.display import Markdown, display
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    display(Markdown("\n".join(lines)))
+
+
 def _as_number(value, name: str) -> float | int:
     if isinstance(value, (bool, np.bool_)):
         raise ValueError(f"pin {name!r}: booleans are not measurements; pin a number")

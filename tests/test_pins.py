@@ -745,3 +745,18 @@ def test_other_ways_of_showing_a_number_are_scanned(tmp_path):
                 "bare number 0.61", "the code pinned 'raw' but the prose never quotes it"]
     missing = [e for e in expected if e not in problems]
     assert not missing, (missing, problems[-4000:])
+
+
+def test_table_lays_out_markdown_and_refuses_ragged_rows(monkeypatch):
+    import IPython.display
+
+    from standarderror.book import table
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", shown.append)
+    table([(1, "0.50"), ("row 2", 3)], ["B", "ECE"])
+    assert shown[0].data == "| B | ECE |\n|---|---|\n| 1 | 0.50 |\n| row 2 | 3 |"
+    with pytest.raises(ValueError, match="row 1 has 1 cells for 2 columns"):
+        table([(1, 2), (3,)], ["a", "b"])
+    with pytest.raises(ValueError, match="header"):
+        table([], [])

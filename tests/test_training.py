@@ -305,3 +305,34 @@ def test_shift_control_measures_what_it_says():
         assert c[name]["loss"][0, 0] == pytest.approx(log_loss(y, np.exp(logp),
                                                                labels=range(len(stoi))))
         assert c[name]["temperature"].shape == (1, 1)
+
+
+def test_window_difference_resamples_windows_as_a_plain_loop_does():
+    from standarderror.uncertainty import training as tr
+
+    rng = np.random.default_rng(4)
+    window = np.repeat(np.arange(7), rng.integers(1, 5, 7))
+    diff = rng.standard_normal(window.size)
+    got = tr.window_difference(diff, window, draws=300, seed=2, level=0.9)
+    # reference: the windows' means, resampled draw by draw with the same generator
+    means = [diff[window == k].mean() for k in range(7)]
+    pick = np.random.default_rng(2).integers(0, 7, (300, 7))
+    boot = [np.mean([means[k] for k in row]) for row in pick]
+    assert got["windows"] == 7 and got["mean"] == pytest.approx(diff.mean(), abs=1e-15)
+    assert (got["low"], got["high"]) == pytest.approx(tuple(np.percentile(boot, [5, 95])),
+                                                      abs=1e-12)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(window=np.array([0, 0, 2, 2])), "every window present"),
+    (dict(window=np.array([0.0, 0, 1, 1])), "integer window index"),
+    (dict(window=np.array([0, 1])), "integer window index"),
+    (dict(level=95), "level"),
+    (dict(draws=0), "draws"),
+])
+def test_window_difference_refuses_bad_input(bad, match):
+    from standarderror.uncertainty import training as tr
+
+    kw = dict(window=np.array([0, 0, 1, 1])) | bad
+    with pytest.raises(ValueError, match=match):
+        tr.window_difference(np.array([0.1, 0.2, 0.3, 0.4]), **kw)
