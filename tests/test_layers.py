@@ -40,6 +40,12 @@ def _loaded(modules, forbidden) -> dict:
     return json.loads(run.stdout)
 
 
+def _printed(probe: str) -> list[str]:
+    """The words a fresh interpreter prints running ``probe``."""
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          cwd=ROOT, check=True).stdout.split()
+
+
 def test_the_metrics_layer_loads_neither_torch_nor_the_model():
     got = _loaded(METRICS, ("standarderror.llm", "standarderror.experiments"))
     assert list(got) == list(METRICS)
@@ -56,11 +62,9 @@ def test_the_seeds_names_reach_the_model_on_first_use_only():
              "before = 'standarderror.llm.predictions' in sys.modules; "
              "from standarderror.llm import predictions as pr; "
              "print(before, cv.predictions is pr.predictions, 'torch' in sys.modules)")
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
     # coverage alone loads no model; the seed's cv.predictions is the model layer's function;
     # and even that module defers torch until it runs the model
-    assert run.stdout.split() == ["False", "True", "False"]
+    assert _printed(probe) == ["False", "True", "False"]
 
 
 def test_loading_the_model_does_not_import_torchs_compiler():
@@ -70,6 +74,4 @@ def test_loading_the_model_does_not_import_torchs_compiler():
              "loaded = tiny.load(); "
              "print('torch._dynamo' in sys.modules, torch.nn.init.normal_ is normal, "
              "float(loaded['model'].tok.weight.std()) > 0)")
-    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                         cwd=ROOT, check=True)
-    assert run.stdout.split() == ["False", "True", "True"], run.stdout + run.stderr
+    assert _printed(probe) == ["False", "True", "True"]
