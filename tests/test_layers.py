@@ -68,8 +68,8 @@ def test_the_seeds_names_reach_the_model_on_first_use_only():
 
 
 def test_loading_the_model_does_not_import_torchs_compiler():
-    """``tiny._expected_shapes`` builds a meta-device model with ``nn.init.normal_`` switched
-    off; torch's meta ``normal_`` would import ``torch._dynamo`` (about 2 s per process)."""
+    """``tiny._expected_shapes`` builds a meta-device model without initialising it; torch's
+    meta ``normal_`` would import ``torch._dynamo`` (about 2 s per process)."""
     probe = ("import sys, torch; from standarderror.llm import tiny; normal = torch.nn.init.normal_; "
              "loaded = tiny.load(); "
              "print('torch._dynamo' in sys.modules, torch.nn.init.normal_ is normal, "

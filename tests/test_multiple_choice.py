@@ -133,3 +133,14 @@ def test_bad_arguments():
         mc.questions(0)
     with pytest.raises(ValueError, match="context"):
         mc.questions(10, context=60)
+
+
+def test_family_scores_do_not_depend_on_how_many_checkpoints_run_side_by_side(monkeypatch):
+    from standarderror.experiments import multiple_choice as mc
+
+    got = {}
+    for workers in (1, 3):
+        monkeypatch.setattr(mc, "_WORKERS", workers)
+        fam = mc.family(count=24, steps=[400, 1600, 3200])
+        got[workers] = (fam["logits"].tobytes(), fam["prefix_logits"].tobytes(), fam["sha256"])
+    assert got[1] == got[3]

@@ -49,8 +49,10 @@ time from that cache.
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -61,6 +63,10 @@ from standarderror.llm.semantic import CONTEXT  # one context length: every ques
 from standarderror.uncertainty import coverage as cv
 
 OPTIONS = 6
+#: Checkpoints that :func:`family` scores side by side (one Python thread each; the results do
+#: not depend on this number).
+_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
 LENGTHS = (3, 8)
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -287,13 +293,18 @@ def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(int(threads))
+    def scored(step):
+        m = tiny.load(step)
+        return (*_option_scores(m, qs, 360), m["sha256"])
+
     try:
-        for s in steps:
-            m = tiny.load(s)
-            prefix, end = _option_scores(m, qs, 360)
-            logits.append(prefix + end if whole_words else prefix)
-            prefixes.append(prefix)
-            shas.append(m["sha256"])
+        # checkpoints side by side, one Python thread each: every torch operation still runs
+        # on the thread count set above, so no sum changes (torch releases the GIL in them)
+        with ThreadPoolExecutor(max(1, min(len(steps), _WORKERS))) as pool:
+            for prefix, end, sha in pool.map(scored, steps):
+                logits.append(prefix + end if whole_words else prefix)
+                prefixes.append(prefix)
+                shas.append(sha)
     finally:
         torch.set_num_threads(before)
     cal = np.zeros(count, dtype=bool)

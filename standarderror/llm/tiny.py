@@ -222,14 +222,22 @@ class GPT(nn.Module):
     """A character-level decoder-only transformer (token + position embedding, pre-norm blocks,
     output head tied to the token embedding)."""
 
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, *, init: bool = True):
+        """``init=False`` leaves the weights as allocated (no random draw): for a model whose
+        weights are loaded next, or one built on the meta device for its shapes."""
         super().__init__()
         self.cfg = cfg
-        self.tok = nn.Embedding(cfg.vocab, cfg.width)
-        self.pos = nn.Embedding(cfg.block, cfg.width)
+
+        def embedding(rows):  # given a weight, nn.Embedding does not initialise one
+            return nn.Embedding(rows, cfg.width, _weight=None if init else
+                                torch.empty(rows, cfg.width))
+
+        self.tok = embedding(cfg.vocab)
+        self.pos = embedding(cfg.block)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
         self.ln = nn.LayerNorm(cfg.width)
-        self.apply(self._init)
+        if init:
+            self.apply(self._init)
 
     @staticmethod
     def _init(m):
@@ -307,17 +315,12 @@ def _expected_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
     """The state dict's tensor shapes for ``cfg``, from a model built on the meta device
     (shapes only: no memory is allocated for its weights).
 
-    ``nn.init.normal_`` is switched off while it is built: meta tensors hold no values, and
-    torch's meta ``normal_`` imports its compiler stack on first use (about 2 s, once per
-    process, on a page that otherwise never needs it). The other initialisers are cheap on meta.
+    It is built with ``init=False``: meta tensors hold no values, and torch's meta
+    ``normal_`` would import its compiler stack on first use (about 2 s, once per process, on a
+    page that otherwise never needs it).
     """
-    normal = nn.init.normal_
-    nn.init.normal_ = lambda tensor, *args, **kwargs: tensor
-    try:
-        with torch.device("meta"):
-            model = GPT(cfg)
-    finally:
-        nn.init.normal_ = normal
+    with torch.device("meta"):
+        model = GPT(cfg, init=False)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
