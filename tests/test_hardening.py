@@ -126,7 +126,7 @@ def test_temperature_fit_at_a_bound_warns():
 def test_one_row_fit_names_no_missing_argument():
     z, _, y = _probs(1)
     with pytest.warns(cb.TemperatureAtBoundWarning):
-        t = cv.fit_temperature(z, y)          # used to mention a "sequence" argument
+        t = cb.fit_temperature(z, y)          # used to mention a "sequence" argument
     assert np.isfinite(t)
 
 

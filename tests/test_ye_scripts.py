@@ -300,8 +300,8 @@ def test_temperature(release, outputs):
     # Float32 sets are discontinuous in T (a running sum crosses the threshold), and two
     # optimisers agree on T only to ~1e-6; so the fitted T is checked against the
     # independent fit to 1e-4 below, and the sets are recomputed at the package's T.
-    from standarderror.uncertainty import coverage as cv
-    fit = _reference(root, truth, cv.fit_temperature)
+    from standarderror.uncertainty import calibration as cb
+    fit = _reference(root, truth, cb.fit_temperature)
     fit_t = {task: {m: np.mean([_fit_t(_logits(root, m, task, pr)[_KEEP][_SPLIT[0]]
                                        .astype(np.float64), truth[task][_KEEP][_SPLIT[0]])
                                 for pr in PROMPTS]) for m in MODELS} for task in TASKS}

@@ -586,9 +586,9 @@ def evaluate(task: dict, temperature=1.0) -> dict:
 
 def fitted(model, prompt, z, y, cal) -> float:
     """Maximum-likelihood temperature on the calibration half (fitted in float64)."""
-    from standarderror.uncertainty import coverage as cv
+    from standarderror.uncertainty.scaling import fit_temperature
 
-    return cv.fit_temperature(np.asarray(z, dtype=np.float64)[cal], y[cal])
+    return fit_temperature(np.asarray(z, dtype=np.float64)[cal], y[cal])
 
 
 def header(root: Path, data: dict) -> None:

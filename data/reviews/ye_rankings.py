@@ -21,6 +21,7 @@ import _ye
 import numpy as np
 
 from standarderror.uncertainty import coverage as cv
+from standarderror.uncertainty.ranks import kendall_tau
 
 SIZES = (("lac", "lac_size"), ("aps", "aps_size"), ("avg", "average_size"))
 
@@ -41,7 +42,7 @@ def main(argv):
         for i, m in enumerate(models):
             print(f"{m:<28}{acc[i]:>10.4f}{ranks['lac'][i]:>10.1f}{ranks['aps'][i]:>10.1f}"
                   f"{ranks['avg'][i]:>10.1f}")
-        k = cv.kendall_tau(size["lac"], size["aps"])
+        k = kendall_tau(size["lac"], size["aps"])
         print(f"{task} tau(lac,aps)={k['tau']:.4f} discordant={k['discordant']} pairs={k['pairs']}")
         for score in ("lac", "aps"):
             runs = [r[f"{score}_coverage"] for m in models for r in res[m]["runs"]]

@@ -19,6 +19,7 @@ import _ye
 import numpy as np
 
 from standarderror.uncertainty import coverage as cv
+from standarderror.uncertainty.ranks import kendall_tau
 
 SIZES = (("lac", "lac_size"), ("aps", "aps_size"), ("avg", "average_size"))
 
@@ -30,7 +31,7 @@ def compare(task, label, first, second):
         a = np.array([first[m][key] for m in models])
         b = np.array([second[m][key] for m in models])
         changed = int((cv.ranking(a) != cv.ranking(b)).sum())
-        parts.append(f"tau_{name}={cv.kendall_tau(a, b)['tau']:.4f} changed_{name}={changed}")
+        parts.append(f"tau_{name}={kendall_tau(a, b)['tau']:.4f} changed_{name}={changed}")
     print(f"{task} {label} " + " ".join(parts) + f" models={len(models)}")
 
 

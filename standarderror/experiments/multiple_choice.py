@@ -61,6 +61,8 @@ from standarderror import _checks
 from standarderror.llm import tiny
 from standarderror.llm.semantic import CONTEXT  # one context length: every question task
 from standarderror.uncertainty import coverage as cv
+from standarderror.uncertainty.ranks import kendall_tau
+from standarderror.uncertainty.scaling import fit_temperature
 
 OPTIONS = 6
 #: Checkpoints that :func:`family` scores side by side (one Python thread each; the results do
@@ -435,7 +437,7 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0),
         ``lac_size``, ``aps_coverage``, ``aps_size``, ``average_size`` (all checkpoints share
         the temperature ``T``); ``fitted``: the same table with each checkpoint's
         maximum-likelihood temperature (fitted on the calibration half; ``temperature``
-        holds them); ``tau_lac_aps``: :func:`~standarderror.uncertainty.coverage.kendall_tau`
+        holds them); ``tau_lac_aps``: :func:`~standarderror.uncertainty.ranks.kendall_tau`
         of LAC and APS sizes at T = 1; ``inversions``: for ``lac``, ``aps``, ``average``, the
         pairs of checkpoints in which the more accurate one has the larger mean size;
         ``spearman``: Spearman's correlation of accuracy and size per score;
@@ -445,21 +447,21 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0),
     _checks.choice(rule, "rule", RULES)
     z, y, cal = fam["logits"], fam["y"], fam["calibration"]
     at = {t: _size_table(z, y, cal, t, alpha, rule) for t in temperatures}
-    fitted_t = np.array([cv.fit_temperature(zi[cal], y[cal]) for zi in z])
+    fitted_t = np.array([fit_temperature(zi[cal], y[cal]) for zi in z])
     fit = _size_table(z, y, cal, fitted_t, alpha, rule)
     base = at[1.0]
     keys = {"lac": "lac_size", "aps": "aps_size", "average": "average_size"}
     out = {"at": at, "fitted": fit, "steps": list(fam["steps"]),
-           "tau_lac_aps": cv.kendall_tau(base["lac_size"], base["aps_size"]),
+           "tau_lac_aps": kendall_tau(base["lac_size"], base["aps_size"]),
            "inversions": {n: cv.inversions(base["accuracy"], base[k]) for n, k in keys.items()},
            "spearman": {n: cv.spearman(base["accuracy"], base[k]) for n, k in keys.items()}}
     temp = {}
     lo, hi = min(temperatures), max(temperatures)
     for n, k in keys.items():
         temp[n] = {
-            "tau_extremes": cv.kendall_tau(at[lo][k], at[hi][k])["tau"],
+            "tau_extremes": kendall_tau(at[lo][k], at[hi][k])["tau"],
             "changed_extremes": int((cv.ranking(at[lo][k]) != cv.ranking(at[hi][k])).sum()),
-            "tau_fitted": cv.kendall_tau(base[k], fit[k])["tau"],
+            "tau_fitted": kendall_tau(base[k], fit[k])["tau"],
             "changed_fitted": int((cv.ranking(base[k]) != cv.ranking(fit[k])).sum()),
         }
     out["temperature"] = temp
@@ -497,10 +499,10 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
         t = _size_table(z, y, cal, 1.0, alpha, rule)
         for s in sizes:
             sizes[s].append(t[f"{s}_size"])
-        k = cv.kendall_tau(t["lac_size"], t["aps_size"])
+        k = kendall_tau(t["lac_size"], t["aps_size"])
         within.append(k["tau"])
         disc.append(k["discordant"])
-    across = {s: np.array([cv.kendall_tau(a, b)["tau"] for a, b in zip(v[:-1], v[1:])])
+    across = {s: np.array([kendall_tau(a, b)["tau"] for a, b in zip(v[:-1], v[1:])])
               for s, v in sizes.items()}
     return {"within": np.array(within), "across_lac": across["lac"], "across_aps": across["aps"],
             "discordant_within": np.array(disc), "pairs": z.shape[0] * (z.shape[0] - 1) // 2}

@@ -395,13 +395,6 @@ def by_confidence(sets, y, confidence, *, bands=(0.0, 0.5, 0.7, 0.9, 1.0)) -> di
 # --------------------------------------------------------------------------------------
 
 
-#: Kendall's tau-b with its pair counts: one function in the package,
-#: :func:`standarderror.uncertainty.calibration.kendall_tau` (``tau``, ``concordant``,
-#: ``discordant``, ``pairs``, ``ties_x``, ``ties_y``, ``ties_both``); only the order of the
-#: two arguments' values matters, so mean set sizes or ranks may be passed.
-kendall_tau = _cb.kendall_tau
-
-
 def spearman(a, b) -> float:
     """Spearman's rank correlation (``scipy.stats.spearmanr``) between two per-model values."""
     a = _checks.array(a, "a", ndim=1)
@@ -422,8 +415,8 @@ def inversions(accuracy, size, *, list_limit: int = 10_000) -> dict:
     """Pairs of models in which the more accurate one has the strictly larger mean set size.
 
     Only pairs with different accuracies count as pairs. The counts are Kendall's concordant
-    pairs and untied pairs (:func:`kendall_tau`'s merge count, :math:`O(n \\log n)` time and
-    :math:`O(n)` memory), so 10^5 models are fine.
+    pairs and untied pairs (:func:`~standarderror.uncertainty.ranks.kendall_tau`'s merge
+    count, :math:`O(n \\log n)` time and :math:`O(n)` memory), so 10^5 models are fine.
 
     Returns
     -------
@@ -507,11 +500,6 @@ def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
     return np.exp(special.log_softmax(scaled, axis=1))
 
 
-#: The maximum-likelihood temperature of logits: one function in the package,
-#: :func:`standarderror.uncertainty.calibration.fit_temperature` (``fit_temperature(logits,
-#: y)`` -> float, computed in log space). :func:`calibration.fitted_temperature` is its
-#: resampled form over sequences.
-fit_temperature = _cb.fit_temperature
 
 
 def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = None,

@@ -23,7 +23,7 @@ def kendall_tau(x, y) -> dict:
     inversions of ``y`` once rows are sorted by ``(x, y)``, counted by a vectorised bottom-up
     merge (Knight, 1966). The same quantity as ``scipy.stats.kendalltau`` (variant "b").
     Only the order of the values matters: scores, mean set sizes or ranks may be passed
-    (``coverage.kendall_tau`` is this function).
+    (the one Kendall's tau of the package: every page and experiment calls this function).
 
     Returns
     -------
