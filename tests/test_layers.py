@@ -16,7 +16,11 @@ METRICS = ("standarderror._checks", "standarderror.uncertainty.scaling",
            "standarderror.uncertainty.calibration",
            "standarderror.uncertainty.binning", "standarderror.uncertainty.coverage",
            "standarderror.uncertainty.exchangeability", "standarderror.uncertainty.training",
-           "standarderror.spectral")
+           "standarderror.spectral", "standarderror.spectral._gram",
+           "standarderror.spectral.scores", "standarderror.spectral.authors",
+           "standarderror.spectral.clusters", "standarderror.spectral.targets",
+           "standarderror.spectral.diagrams", "standarderror.spectral.subsample",
+           "standarderror.spectral.baselines")
 #: The model layer.
 MODEL = ("standarderror.llm.tiny", "standarderror.llm.interface", "standarderror.llm.predictions",
          "standarderror.llm.semantic", "standarderror.llm.export")

@@ -10,6 +10,8 @@ from scipy.spatial.distance import squareform
 from sklearn.metrics import roc_auc_score
 
 from standarderror import spectral as sp
+from standarderror.spectral import _gram
+from standarderror.spectral import clusters as sp_clusters
 
 ZERO = 1e-12
 TOL = 1e-8
@@ -173,10 +175,10 @@ def test_similarity_matches_dense(data, t):
 
 def test_both_similarity_routes_agree(data):
     a, _ = data
-    via_distinct = sp._inner_distinct(np.concatenate([a, a]))  # half the vectors repeat
+    via_distinct = sp_clusters._inner_distinct(np.concatenate([a, a]))  # half the vectors repeat
     assert via_distinct is not None
-    F, owner, _, _ = sp._factors(np.concatenate([a, a]), 1.0)
-    np.testing.assert_allclose(via_distinct, sp._inner(F, owner, 2 * len(a)), atol=1e-13)
+    F, owner, _, _ = sp_clusters._factors(np.concatenate([a, a]), 1.0)
+    np.testing.assert_allclose(via_distinct, sp_clusters._inner(F, owner, 2 * len(a)), atol=1e-13)
 
 
 def test_similarity_at_one_is_the_cross_gram_formula(data):
@@ -476,7 +478,12 @@ def test_semantic_entropy_counts_classes():
 def test_chunking_does_not_change_results(data, monkeypatch):
     a, y = data
     before = (sp.log_score(a, y, 0.7), sp.similarity(a, 0.7), sp.eigenvalues(a, 1.3))
-    monkeypatch.setattr(sp, "_CHUNK_BYTES", 8 * a.shape[1] * a.shape[2] * 2)
+    small = 8 * a.shape[1] * a.shape[2] * 2
+    # patched where it is read: the Gram spectra (_gram) and the Frobenius inner products
+    # (clusters._inner) each import the budget into their own module
+    monkeypatch.setattr(_gram, "_CHUNK_BYTES", small)
+    monkeypatch.setattr(sp_clusters, "_CHUNK_BYTES", small)
+    assert _gram._chunk(a.shape[1], a.shape[2]) < len(a)  # several chunks of questions
     after = (sp.log_score(a, y, 0.7), sp.similarity(a, 0.7), sp.eigenvalues(a, 1.3))
     for u, v in zip(before, after):
         np.testing.assert_allclose(u, v, atol=1e-13)
@@ -594,9 +601,9 @@ def test_unique_rows_is_numpys_unique(seed):
     base[rng.random(base.shape) < 0.2] = 0.0
     x = base[rng.integers(0, len(base), 500)]
     x[rng.random(x.shape) < 0.1 * (x == 0)] = -0.0
-    got = sp._unique_rows(x)
+    got = sp_clusters._unique_rows(x)
     want = np.unique(x, axis=0, return_inverse=True, return_counts=True)
     assert np.signbit(x[x == 0]).any() and (~np.signbit(x[x == 0])).any()  # both zeros occur
     assert [g.tolist() for g in got] == [want[0].tolist(), want[1].ravel().tolist(), want[2].tolist()]
     with pytest.raises(ValueError, match="2-D"):
-        sp._unique_rows(x[0])
+        sp_clusters._unique_rows(x[0])

@@ -11,6 +11,9 @@ from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
 from standarderror import spectral as sp
+from standarderror.spectral import _gram
+from standarderror.spectral import authors as sp_authors
+from standarderror.spectral import diagrams as sp_diagrams
 
 EPS = 1e-10
 
@@ -74,7 +77,7 @@ def ref_entropy(e, t, arithmetic):
 @pytest.mark.parametrize("t", [0.5, 1.0, 2.0, 5.01])
 def test_dense_arithmetic_matches_plain_reference(data, arithmetic, t):
     a, y = data
-    au = sp._answers(a)  # the rows the package decomposes (its input normalisation)
+    au = _gram._answers(a)  # the rows the package decomposes (its input normalisation)
     got = sp.log_score(a, y, t, arithmetic=arithmetic)
     want = [ref_score(au[i], y[i], t, arithmetic) for i in range(len(a))]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -91,12 +94,12 @@ def test_dense_decompositions_do_not_depend_on_the_worker_count(data, precision,
     """The questions are shared out among threads, each question one single-threaded product
     and one LAPACK call: one worker and three give the same bits."""
     a, y = data
-    au = sp._answers(a)
+    au = _gram._answers(a)
     got = {}
     for workers in (1, 3):
-        monkeypatch.setattr(sp, "_DENSE_WORKERS", workers)
-        monkeypatch.setattr(sp, "_DENSE_CACHE", {})
-        raw = sp._dense_raw(au, sp._targets(y, *au.shape[::2]), precision)
+        monkeypatch.setattr(sp_authors, "_DENSE_WORKERS", workers)
+        monkeypatch.setattr(sp_authors, "_DENSE_CACHE", {})
+        raw = sp_authors._dense_raw(au, _gram._targets(y, *au.shape[::2]), precision)
         got[workers] = (raw["w"].tobytes(), raw["proj"].tobytes())
     assert got[1] == got[3]
 
@@ -116,7 +119,7 @@ def test_hand_worked_round_off_is_raised_to_one_over_t():
     # Two answers at 60 degrees: the exact null space of the 3 x 3 matrix is one direction.
     # Whatever float32 leaves there (|w| <= a few 1e-8), raising it to 1/T lifts it.
     a = np.array([[[1.0, 0, 0], [0.5, np.sqrt(0.75), 0]]])
-    w, _ = ref_eig(sp._answers(a)[0], "authors")
+    w, _ = ref_eig(_gram._answers(a)[0], "authors")
     assert w.min() < 1e-6
     share = sp.null_share(a, 3.0, arithmetic="authors")[0]
     small = np.sort(w)[0]
@@ -250,10 +253,10 @@ def test_outside_share_matches_projection(data):
 def test_quantile_bins_hand_worked():
     v = np.array([0.1, 0.1, 0.1, 0.5, 0.9, 0.9])
     # quantiles at 0, 1/3, 2/3, 1: 0.1, 0.1, 0.5 + (1/3) 0.4, 0.9 -> unique -> one inner edge
-    groups = sp._quantile_bins(v, 3)
+    groups = sp_diagrams._quantile_bins(v, 3)
     assert [g.tolist() for g in groups] == [[0, 1, 2, 3], [4, 5]]
     # ours splits the ties by order instead
-    assert [g.tolist() for g in sp._equal_mass(v, 3)] == [[0, 1], [2, 3], [4, 5]]
+    assert [g.tolist() for g in sp_diagrams._equal_mass(v, 3)] == [[0, 1], [2, 3], [4, 5]]
 
 
 def dense_scaled_matrix(e, t):

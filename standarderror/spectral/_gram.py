@@ -1,0 +1,181 @@
+"""The core of :mod:`standarderror.spectral`: input validation, the exact eigendecomposition
+of each question's density matrix in the ``m x m`` Gram space, and the log-space temperature
+scaling that every per-question quantity is computed from."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+
+from .. import _checks
+
+#: Eigenvalues of the Gram matrix at or below this value are exact zeros of the density matrix.
+ZERO = 1e-12
+#: The paper's replacement for zero eigenvalues inside the logarithm.
+EPS = 1e-10
+#: The arithmetics of the per-question quantities: ours, and the authors' with its two halves.
+ARITHMETICS = ("exact", "authors", "float64-abs", "float32-clip")
+#: Rough working-memory budget (bytes) for one chunk of questions.
+_CHUNK_BYTES = 1 << 25
+
+
+# --------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------
+
+
+def _answers(answers, name: str = "answers") -> np.ndarray:
+    a = _checks.array(answers, name, ndim=3)
+    n, m, d = a.shape
+    if m < 2:
+        raise ValueError(
+            f"{name} must hold at least m = 2 answers per question (axis 1); got shape {a.shape}"
+        )
+    top = np.abs(a).max(axis=2)
+    bad = np.argwhere(top <= 0)
+    if bad.size:
+        q, j = bad[0]
+        raise ValueError(
+            f"{name} has {len(bad)} zero-norm embedding(s), first at question {q}, answer {j}; "
+            "a zero vector has no direction: drop or re-embed those answers"
+        )
+    return _unit(a, top)
+
+
+def _unit(a: np.ndarray, top: np.ndarray) -> np.ndarray:
+    """Rows divided by their largest absolute entry, then by their norm (no overflow or
+    underflow at any finite scale)."""
+    a = a / top[..., None]
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
+    y = _checks.array(targets, name, ndim=2)
+    if y.shape != (n, d):
+        raise ValueError(
+            f"{name} must have shape (n, d) = ({n}, {d}) to match answers; got {y.shape}"
+        )
+    top = np.abs(y).max(axis=1)
+    bad = np.flatnonzero(top <= 0)
+    if bad.size:
+        raise ValueError(f"{name} has {bad.size} zero-norm row(s), first at {bad[0]}; drop them")
+    return _unit(y, top)
+
+
+def _temperature(t, name: str = "temperature") -> float:
+    """A temperature > 0 whose reciprocal (the exponent 1/T) is finite."""
+    v = _checks.temperature(t, name)
+    if not np.isfinite(1.0 / v):
+        raise ValueError(f"{name} is too small: 1/{name} = 1/{t!r} is not a finite number")
+    return v
+
+
+def _arithmetic(arithmetic) -> str:
+    if arithmetic not in ARITHMETICS:
+        raise ValueError(f"arithmetic must be one of {ARITHMETICS}, got {arithmetic!r}")
+    return arithmetic
+
+
+def _variant(variant) -> str:
+    if variant not in ("ours", "authors"):
+        raise ValueError(f"variant must be 'ours' or 'authors', got {variant!r}")
+    return variant
+
+
+def _eps(eps) -> float:
+    try:
+        v = float(eps)
+    except (TypeError, ValueError):
+        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}") from None
+    if not 0 < v < 1:
+        raise ValueError(f"eps must lie strictly between 0 and 1, got {eps!r}")
+    return v
+
+
+def _count(v, name: str, low: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
+    return int(v)
+
+
+def _chunk(m: int, d: int) -> int:
+    return max(1, _CHUNK_BYTES // (8 * m * max(d, m)))
+
+
+def _level(level) -> float:
+    try:
+        v = float(level)
+    except (TypeError, ValueError):
+        raise ValueError(f"level must be a number in (0, 1), got {level!r}") from None
+    if not 0 < v < 1:
+        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    return v
+
+
+# --------------------------------------------------------------------------------------
+# The Gram-space eigendecomposition
+# --------------------------------------------------------------------------------------
+
+
+def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = False) -> dict:
+    """Eigenvalues (descending, exact zeros below :data:`ZERO`) of every question's density
+    matrix; with targets, the squared projections of each target on the lifted eigenvectors."""
+    n, m, d = a.shape
+    lam = np.empty((n, m))
+    proj = np.zeros((n, m)) if y is not None else None
+    vec = np.empty((n, m, m)) if vectors else None
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        g = e @ e.transpose(0, 2, 1) / m
+        w, v = np.linalg.eigh(g)
+        w, v = w[:, ::-1], v[:, :, ::-1]
+        pos = w > ZERO
+        w = np.where(pos, w, 0.0)
+        lam[s:s + step] = w
+        if vectors:
+            vec[s:s + step] = v
+        if y is not None:
+            z = np.einsum("qjd,qd->qj", e, y[s:s + step])
+            c = np.einsum("qjk,qj->qk", v, z)
+            proj[s:s + step] = np.where(pos, c * c / (m * np.where(pos, w, 1.0)), 0.0)
+    return {"lam": lam, "proj": proj, "vec": vec}
+
+
+def _log_scaled(lam: np.ndarray, alpha: float):
+    """``(mu, log mu)`` of temperature-scaled eigenvalues, computed in log space (exact zeros
+    stay zero; ``log mu`` is ``-inf`` there)."""
+    pos = lam > 0
+    s = np.where(pos, alpha * np.log(np.where(pos, lam, 1.0)), -np.inf)
+    logmu = s - logsumexp(s, axis=-1, keepdims=True)
+    return np.exp(logmu), logmu
+
+
+def _finite(logmu):
+    """``log mu`` with ``-inf`` (exact zeros) replaced by 0, for products that vanish there."""
+    return np.where(np.isfinite(logmu), logmu, 0.0)
+
+
+def _entropy_from(lam, alpha):
+    mu, logmu = _log_scaled(lam, alpha)
+    return -np.sum(mu * _finite(logmu), axis=-1)
+
+
+def _score_from(lam, proj, alpha, eps):
+    mu, logmu = _log_scaled(lam, alpha)
+    pos = lam > 0
+    inside = np.sum(np.where(pos, -_finite(logmu) * proj, 0.0), axis=-1)
+    outside = np.clip(1.0 - proj.sum(axis=-1), 0.0, None)
+    return inside - np.log(eps) * outside
+
+
+def _unit_gram(a: np.ndarray) -> np.ndarray:
+    n, m, d = a.shape
+    out = np.empty((n, m, m))
+    step = _chunk(m, d)
+    for s in range(0, n, step):
+        e = a[s:s + step]
+        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        out[s:s + step] = e @ e.transpose(0, 2, 1)
+    return out

@@ -1,0 +1,47 @@
+r"""The estimator of :math:`\lambda_{\max}` from ``s`` of the ``m`` sampled answers: its mean,
+spread and bias as ``s`` grows (the paper's Fig. 6)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._gram import _CHUNK_BYTES, _answers, _count, _unit_gram
+
+
+def max_eigenvalue_subsample(answers, sizes, *, draws: int = 20, seed: int = 0) -> dict:
+    r"""How :math:`\lambda_{\max}(\hat d_s(x))` estimated from ``s`` of the ``m`` answers
+    behaves as ``s`` grows (the paper's Fig. 6): ``draws`` random subsets (without replacement)
+    per question and size, eigenvalues of the ``s x s`` sub-Gram.
+
+    Returns
+    -------
+    dict
+        ``sizes``, ``mean`` (over questions and draws), ``std`` (over draws, averaged over
+        questions), ``bias`` (mean minus the full-``m`` value, averaged over questions),
+        ``reference`` (per-question :math:`\lambda_{\max}` from all ``m`` answers).
+    """
+    a = _answers(answers)
+    n, m, d = a.shape
+    ss = np.atleast_1d(np.asarray(sizes))
+    if ss.ndim != 1 or not np.issubdtype(ss.dtype, np.integer) or ss.min() < 1 or ss.max() > m:
+        raise ValueError(f"sizes must be integers in [1, m={m}], got {sizes!r}")
+    r = _count(draws, "draws")
+    rng = np.random.default_rng(seed)
+    full = _unit_gram(a)
+    reference = np.linalg.eigvalsh(full / m)[:, -1]
+    mean, std, bias = [], [], []
+    for size in ss:
+        idx = np.argsort(rng.random((r, n, m)), axis=2)[:, :, :size]  # (r, n, s)
+        est = np.empty((r, n))
+        per = max(1, _CHUNK_BYTES // (8 * n * size * size))
+        qi = np.arange(n)[None, :, None, None]
+        for s0 in range(0, r, per):
+            ii = idx[s0:s0 + per]
+            sub = full[qi, ii[..., :, None], ii[..., None, :]]
+            est[s0:s0 + per] = np.linalg.eigvalsh(sub / size)[..., -1]
+        mean.append(est.mean())
+        std.append(est.std(0, ddof=1).mean() if r > 1 else 0.0)
+        bias.append((est.mean(0) - reference).mean())
+    return {"sizes": ss, "mean": np.array(mean), "std": np.array(std), "bias": np.array(bias),
+            "reference": reference}
+
