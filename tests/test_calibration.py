@@ -513,3 +513,23 @@ def test_temperature_row_on_a_case_worked_by_hand():
     assert row["confidence"] == pytest.approx(0.7, abs=1e-15)
     assert row["gap"] == pytest.approx(-0.05, abs=1e-15)
     assert row["ece"] == pytest.approx((0.1 + 0.4 + 0.8 + 0.5) / 4, abs=1e-15)
+
+
+def test_the_nll_curve_does_not_depend_on_how_many_threads_share_its_rows(monkeypatch):
+    from standarderror.uncertainty import scaling
+
+    rng = np.random.default_rng(3)
+    z = rng.standard_normal((999, 13)) * 3
+    y = (z / 1.5 + rng.gumbel(size=z.shape)).argmax(axis=1)  # drawn at T = 1.5
+    got = {}
+    for workers, entries in ((1, 1 << 30), (3, 100)):
+        monkeypatch.setattr(scaling, "_WORKERS", workers)
+        monkeypatch.setattr(scaling, "_ENTRIES_PER_THREAD", entries)
+        monkeypatch.setattr(scaling, "_POOL", [])
+        f = scaling._nll_curve(z - np.log(np.exp(z).sum(1, keepdims=True)), y)
+        got[workers] = [f(t) for t in (0.3, 1.0, 4.0)] + [scaling.fit_temperature(z, y)]
+    assert got[1] == got[3]
+    # and the value is the NLL at T, computed plainly
+    lt = z / 2.0 - np.log(np.exp(z / 2.0).sum(1, keepdims=True))
+    f = scaling._nll_curve(z, y)
+    assert f(2.0) == pytest.approx(-lt[np.arange(999), y].mean(), rel=1e-12)
