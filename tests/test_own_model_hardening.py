@@ -345,13 +345,13 @@ def test_text_is_tokenised_in_bounded_blocks(tmp_path, monkeypatch):
     seen = []
     real = lm.encode
     monkeypatch.setattr(lm, "encode", lambda t: seen.append(len(t)) or real(t))
-    monkeypatch.setattr(measure, "CHUNK_BYTES", 4096)
+    monkeypatch.setattr(measure.calibration_task, "CHUNK_BYTES", 4096)
     text = tmp_path / "one-line.txt"
     text.write_text("the king and the crown " * 20_000)        # 460 kB, no line end
     ids = measure.encode_file(lm, text)
     assert max(seen) <= 2 * 4096 and len(seen) > 100
     assert np.array_equal(ids, real(text.read_text()))       # character model: exact
-    monkeypatch.setattr(measure, "MAX_TEXT_BYTES", 100_000)
+    monkeypatch.setattr(measure.calibration_task, "MAX_TEXT_BYTES", 100_000)
     with pytest.raises(ValueError, match="more than the 100,000"):
         measure.encode_file(lm, text)
 
