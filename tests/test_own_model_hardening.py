@@ -326,12 +326,12 @@ def test_a_failed_write_leaves_nothing_behind(tmp_path, monkeypatch):
 def test_json_never_holds_nan(tmp_path):
     r = {"task": "spectral", "model": {"name": "m"}, "value": float("nan"),
          "nested": {"a": [1.0, float("inf"), np.float64("nan")]}}
-    monkey = measure.figures
+    monkey = measure.report.figures
     try:
-        measure.figures = lambda result: {}
+        measure.report.figures = lambda result: {}
         p = measure.write(r, tmp_path)["json"]
     finally:
-        measure.figures = monkey
+        measure.report.figures = monkey
     text = p.read_text()
     assert "NaN" not in text and "Infinity" not in text
     assert json.loads(text)["nested"]["a"] == [1.0, None, None]
