@@ -328,6 +328,7 @@ def test_window_difference_resamples_windows_as_a_plain_loop_does():
     (dict(window=np.array([0.0, 0, 1, 1])), "integer window index"),
     (dict(window=np.array([0, 1])), "integer window index"),
     (dict(level=95), "level"),
+    (dict(level="high"), "level"),
     (dict(draws=0), "draws"),
 ])
 def test_window_difference_refuses_bad_input(bad, match):

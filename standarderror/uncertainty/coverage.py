@@ -500,8 +500,6 @@ def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
     return np.exp(special.log_softmax(scaled, axis=1))
 
 
-
-
 def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = None,
              scores=SCORES, rule: str = "textbook", nonempty: bool | None = None,
              answers=None) -> dict:

@@ -145,8 +145,12 @@ def window_difference(diff, window, *, draws: int = 2000, seed: int = 0,
     if count is None or not np.all(count > 0):
         raise ValueError("window must number the windows 0..W-1, every window present")
     draws = _checks.positive_int(draws, "draws")
-    if not 0 < float(level) < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
+    try:
+        inside = 0 < float(level) < 1
+    except (TypeError, ValueError):
+        inside = False
+    if not inside:
+        raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
     n = len(count)
     per_window = np.bincount(w, d) / count
     pick = np.random.default_rng(seed).integers(0, n, (draws, n))
