@@ -49,7 +49,6 @@ time from that cache.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -58,6 +57,7 @@ import numpy as np
 import torch
 
 from standarderror import _checks
+from standarderror._parallel import WORKERS
 from standarderror.llm import tiny
 from standarderror.llm.semantic import CONTEXT  # one context length: every question task
 from standarderror.uncertainty import coverage as cv
@@ -67,8 +67,7 @@ from standarderror.uncertainty.scaling import fit_temperature
 OPTIONS = 6
 #: Checkpoints that :func:`family` scores side by side (one Python thread each; the results do
 #: not depend on this number).
-_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1)
+_WORKERS = WORKERS
 LENGTHS = (3, 8)
 _WORD = re.compile(r"[A-Za-z]+")
 

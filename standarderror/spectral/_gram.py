@@ -82,14 +82,19 @@ def _variant(variant) -> str:
     return variant
 
 
-def _eps(eps) -> float:
+def _open_unit(value, name: str) -> float:
+    """A number strictly between 0 and 1 (a floor ``eps``, an interval's ``level``)."""
     try:
-        v = float(eps)
+        v = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"eps must be a number in (0, 1), got {eps!r}") from None
+        raise ValueError(f"{name} must be a number in (0, 1), got {value!r}") from None
     if not 0 < v < 1:
-        raise ValueError(f"eps must lie strictly between 0 and 1, got {eps!r}")
+        raise ValueError(f"{name} must lie strictly between 0 and 1, got {value!r}")
     return v
+
+
+def _eps(eps) -> float:
+    return _open_unit(eps, "eps")
 
 
 def _count(v, name: str, low: int = 1) -> int:
@@ -103,13 +108,7 @@ def _chunk(m: int, d: int) -> int:
 
 
 def _level(level) -> float:
-    try:
-        v = float(level)
-    except (TypeError, ValueError):
-        raise ValueError(f"level must be a number in (0, 1), got {level!r}") from None
-    if not 0 < v < 1:
-        raise ValueError(f"level must lie strictly between 0 and 1, got {level!r}")
-    return v
+    return _open_unit(level, "level")
 
 
 # --------------------------------------------------------------------------------------

@@ -5,10 +5,9 @@ the log score with the floor on every scaled eigenvalue (see the facade's docstr
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
+from .._parallel import WORKERS
 from ._gram import _CHUNK_BYTES, _log_scaled, _score_from
 
 #: Dense decompositions already made, keyed by (precision, content of the answers); each
@@ -29,8 +28,7 @@ def _digest(x: np.ndarray) -> str:
 
 #: Threads that share the per-question dense decompositions (each question is still one
 #: single-threaded product and one LAPACK call, so the results do not depend on this number).
-_DENSE_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                     else os.cpu_count() or 1)
+_DENSE_WORKERS = WORKERS
 
 
 def _decomposed(e: np.ndarray, m) -> tuple[np.ndarray, np.ndarray]:

@@ -12,13 +12,13 @@ fitted temperature.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 from scipy import optimize
 
 from standarderror import _checks
+from standarderror._parallel import WORKERS
 from standarderror.uncertainty._inputs import (
     _log_array,
     _log_of,
@@ -141,8 +141,7 @@ def _scores(logp: np.ndarray, t: float = 1.0, which=SCORES) -> dict:
 #: Threads that share an NLL evaluation's rows, and the entries below which one thread does
 #: all of them. Every row is computed whole by one thread and the mean is taken over all rows
 #: at once, so the value does not depend on either number (tested).
-_WORKERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-               else os.cpu_count() or 1)
+_WORKERS = WORKERS
 _ENTRIES_PER_THREAD = 1 << 17
 _POOL: list = []
 

@@ -145,15 +145,10 @@ def window_difference(diff, window, *, draws: int = 2000, seed: int = 0,
     if count is None or not np.all(count > 0):
         raise ValueError("window must number the windows 0..W-1, every window present")
     draws = _checks.positive_int(draws, "draws")
-    try:
-        inside = 0 < float(level) < 1
-    except (TypeError, ValueError):
-        inside = False
-    if not inside:
-        raise ValueError(f"level must be a number strictly between 0 and 1, got {level!r}")
+    level = _checks.alpha(level, "level")  # strictly inside (0, 1), like a miscoverage level
     n = len(count)
     per_window = np.bincount(w, d) / count
     pick = np.random.default_rng(seed).integers(0, n, (draws, n))
-    tail = round(100 * (1 - float(level)) / 2, 12)
+    tail = round(100 * (1 - level) / 2, 12)
     low, high = np.percentile(per_window[pick].mean(axis=1), [tail, 100 - tail])
     return {"mean": float(d.mean()), "low": float(low), "high": float(high), "windows": n}
