@@ -41,9 +41,7 @@ from __future__ import annotations
 import argparse
 import base64
 import concurrent.futures
-import functools
 import html
-import http.server
 import io
 import os
 import re
@@ -57,9 +55,9 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from standarderror._browser import CHROMEDRIVER, CHROMIUM, chromium, serve
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 
 # A4 in inches (Page.printToPDF takes inches), and the margins. The running head sits in the
 # top margin, the page number in the bottom one.
@@ -114,46 +112,9 @@ def read_toc(path: Path) -> list[Entry]:
 # The browser
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        pass  # a browser hanging up is not news
-
-
-def serve(folder: Path):
-    handler = functools.partial(_Quiet, directory=str(folder))
-    httpd = _Server(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
 def start_browser(profile: str):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-background-networking", "--no-first-run", "--no-default-browser-check",
-        "--disable-component-update", "--disable-sync", "--disable-extensions",
-        "--disable-default-apps", "--hide-scrollbars", "--window-size=1000,1400",
-        f"--user-data-dir={profile}",
-        # Offline: nothing resolves but the local server, anything else goes nowhere.
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
-    ):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(120)
-    driver.set_script_timeout(120)
-    return driver
+    """One printing browser: headless Chromium, offline, at the printed column's window."""
+    return chromium(profile, window="1000,1400", timeout=120)
 
 
 # Runs in a loaded page: waits for MathJax, fonts and images, opens every collapsed block,

@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import unicodedata
 import urllib.parse
 from html.parser import HTMLParser
@@ -41,12 +42,12 @@ from pathlib import Path
 
 import pytest
 
+from standarderror._browser import Unavailable, chromium
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
 PDF = Path(os.environ.get("PDF_DIR", SITE.parent / "pdf"))
 BOOK = PDF / "book.pdf"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 REQUIRED = os.environ.get("SITE_REQUIRED", "").strip().lower() not in ("", "0", "false", "no")
 POPPLER = ("pdfinfo", "pdftotext", "pdftoppm", "pdfimages")
 
@@ -539,21 +540,12 @@ def test_the_site_links_the_pdfs_offline():
         page = (SITE / f"{docname}.html").read_text(encoding="utf-8")
         assert re.search(r'<script src="[^"]*_static/pdf-links\.js', page), (
             f"{docname}.html does not load _static/pdf-links.js")
+    profile = tempfile.mkdtemp(prefix="pdf-test-chromium-")
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _unavailable("selenium is not installed (it is in the test extra)")
-    for exe in (CHROMIUM, CHROMEDRIVER):
-        if not Path(exe).is_file():
-            _unavailable(f"{exe} not found: install the browser with `bash scripts/setup_browser.sh`")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--disable-background-networking", "--no-first-run",
-                "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=http://127.0.0.1:9"):
-        opts.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
+        driver = chromium(profile)
+    except Unavailable as exc:
+        shutil.rmtree(profile, ignore_errors=True)
+        _unavailable(str(exc))
     try:
         for docname in ("lectures/ep3_temperature", "book/api/tiny"):
             if docname not in toc_pages():
@@ -568,3 +560,4 @@ def test_the_site_links_the_pdfs_offline():
             assert all(f.is_file() for f in files), f"{docname}: missing {files}"
     finally:
         driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)

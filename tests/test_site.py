@@ -38,14 +38,11 @@ the browser, and then runs the README's test command with ``SITE_REQUIRED=1``.
 
 from __future__ import annotations
 
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
 import tempfile
-import threading
 import time
 import urllib.parse
 import urllib.request
@@ -54,11 +51,11 @@ from pathlib import Path
 
 import pytest
 
+from standarderror._browser import Unavailable, chromium, serve
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
 SHOTS = SITE.parent / "screenshots"
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 REQUIRED = os.environ.get("SITE_REQUIRED", "").strip().lower() not in ("", "0", "false", "no")
 
 # Words a reader would search for; each must find at least one page.
@@ -243,38 +240,10 @@ def test_every_public_module_has_an_api_page():
 # The browser
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    """Serves the site; records (status, path) of every request instead of logging it."""
-
-    def log_request(self, code="-", size="-"):
-        try:
-            status = int(code)
-        except (TypeError, ValueError):
-            status = 0
-        self.server.requests.append((status, self.path))
-
-    def log_message(self, format, *args):  # noqa: A002 (silence stderr)
-        pass
-
-
-class _Server(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address):
-        import sys
-
-        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
-            super().handle_error(request, client_address)  # a browser hanging up is not news
-
-
 @pytest.fixture(scope="module")
 def server():
     _require_site()
-    handler = functools.partial(_Quiet, directory=str(SITE))
-    httpd = _Server(("127.0.0.1", 0), handler)
-    httpd.requests = []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    httpd = serve(SITE)
     try:
         yield httpd
     finally:
@@ -283,34 +252,12 @@ def server():
 
 
 def _chromium(profile: str, window: str = "1280,1000"):
-    """Headless Chromium through the system chromedriver, offline (only 127.0.0.1 resolves)."""
+    """Headless Chromium, offline (standarderror._browser); skipped or failed, by
+    SITE_REQUIRED, with the reason when the browser is missing."""
     try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        _unavailable("selenium is not installed (it is in the test extra: pip install -e '.[test]')")
-    for exe in (CHROMIUM, CHROMEDRIVER):
-        if not Path(exe).is_file():
-            _unavailable(f"{exe} not found: install the browser with `bash scripts/setup_browser.sh`")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = CHROMIUM
-    for arg in (
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--disable-quic", "--no-first-run", "--no-default-browser-check",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--disable-extensions", "--disable-default-apps", "--metrics-recording-only",
-        "--hide-scrollbars", f"--window-size={window}", f"--user-data-dir={profile}",
-        # Offline: no name resolves except the local server's address, and anything that
-        # still tries to leave goes to a proxy on a closed local port.
-        "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
-        "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1",
-    ):
-        opts.add_argument(arg)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=opts)
-    driver.set_page_load_timeout(60)
-    driver.set_script_timeout(60)
-    return driver
+        return chromium(profile, window=window)
+    except Unavailable as exc:
+        _unavailable(str(exc))
 
 
 @pytest.fixture(scope="module")
