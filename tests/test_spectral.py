@@ -304,6 +304,36 @@ def test_reliability_grid_matches_dense_at_every_pair():
         sp.reliability_grid(a, y, t, bins=(2, 3), clusters=(2, 9))
 
 
+def test_variant_defaults_are_the_documented_settings():
+    """Leaving an option out means the variant's documented setting (ours: split bins, cosine
+    distance, clustering of the scaled answers, singleton clusters kept, size-weighted
+    targets; the authors': quantile bins, Euclidean rows, unscaled answers, clusters of at
+    least 2, uniform weights), and a value outside an option's set is a clear error."""
+    a, y = make(n=24, m=5, d=16, seed=7)
+    t = 0.6
+    ours = dict(binning="split", distance="cosine", cluster_on="scaled", min_cluster=1)
+    theirs = dict(binning="quantile", distance="rows", cluster_on="unscaled", min_cluster=2)
+    for variant, spelled in (("ours", ours), ("authors", theirs)):
+        left_out = sp.reliability_grid(a, y, t, bins=(2, 3), clusters=(2,), variant=variant)
+        given = sp.reliability_grid(a, y, t, bins=(2, 3), clusters=(2,), variant=variant,
+                                    **spelled)
+        assert [(k, v["ece"]) for k, v in left_out.items()] == \
+            [(k, v["ece"]) for k, v in given.items()]
+    assert sp.reliability_grid(a, y, t, (3,), (2,))[(3, 2)]["ece"] != \
+        sp.reliability_grid(a, y, t, (3,), (2,), **theirs)[(3, 2)]["ece"]
+    for variant, weighting in (("ours", "size"), ("authors", "uniform")):
+        left_out = sp.calibration_curve(a, y, (t,), clusters=3, variant=variant)
+        given = sp.calibration_curve(a, y, (t,), clusters=3, variant=variant,
+                                     weighting=weighting,
+                                     distance="rows" if variant == "authors" else "cosine")
+        assert left_out[0]["calibration"] == given[0]["calibration"]
+    for option, value in (("binning", "equal"), ("cluster_on", "raw")):
+        with pytest.raises(ValueError, match=f"{option} must be .* got '{value}'"):
+            sp.reliability_grid(a, y, t, (2,), (2,), **{option: value})
+    with pytest.raises(ValueError, match="weighting must be 'uniform' or 'size', got 'all'"):
+        sp.calibration_curve(a, y, (t,), clusters=3, weighting="all")
+
+
 def test_kernel_language_entropy_matches_expm(data):
     a, _ = data
     got = sp.kernel_language_entropy(a, time=0.7)
@@ -364,7 +394,7 @@ def test_fig2_constant_predictor_is_minimised_at_one():
     rng = np.random.default_rng(5)
     targets = unit(rng.normal(size=(40, 16)) + 2 * rng.normal(size=(1, 16)))
     answers = np.broadcast_to(targets, (40, 40, 16))
-    fit = sp.fit_temperature(answers, targets, bounds=(0.1, 10))
+    fit = sp.fit_spectral_temperature(answers, targets, bounds=(0.1, 10))
     assert fit["temperature"] == pytest.approx(1.0, abs=1e-4)
     curve = sp.risk_curve(answers, targets, [0.5, 0.8, 1.0, 1.25, 2.0])
     assert np.argmin(curve["risk"]) == 2
@@ -373,7 +403,7 @@ def test_fig2_constant_predictor_is_minimised_at_one():
 
 def test_fit_temperature_matches_dense_grid(data):
     a, y = data
-    fit = sp.fit_temperature(a, y, bounds=(0.05, 20))
+    fit = sp.fit_spectral_temperature(a, y, bounds=(0.05, 20))
     yy = unit(y)
     grid = np.exp(np.linspace(np.log(0.05), np.log(20), 400))
     dense_risk = [np.mean([yy[i] @ dense_neglog(mat) @ yy[i] for i, mat in enumerate(dense_all(a, t))])
@@ -554,14 +584,14 @@ def test_streamed_spectrum_gives_the_curve_and_fit_of_the_whole_arrays():
     a, y = make(n=30, m=6, d=24, seed=3)
     ts = [0.3, 1.0, 2.7]
     whole = sp.risk_curve(a, y, ts)
-    fit = sp.fit_temperature(a, y)
+    fit = sp.fit_spectral_temperature(a, y)
     chunks = ((a[s:s + 7], y[s:s + 7]) for s in range(0, 30, 7))  # uneven chunks
     spec = sp.spectrum(chunks)
     assert spec["lam"].shape == spec["proj"].shape == (30, 6)
     streamed = sp.risk_curve(spec, None, ts)
     for key in ("risk", "risk_se", "entropy", "entropy_se", "gap"):
         np.testing.assert_allclose(streamed[key], whole[key], rtol=0, atol=1e-13)
-    f2 = sp.fit_temperature(spec, None)
+    f2 = sp.fit_spectral_temperature(spec, None)
     assert f2["temperature"] == pytest.approx(fit["temperature"], rel=1e-6)
     assert f2["risk"] == pytest.approx(fit["risk"], abs=1e-12)
     # against the dense d x d reference, question by question
@@ -588,7 +618,7 @@ def test_streamed_spectrum_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="targets must be None"):
         sp.risk_curve(spec, y, [1.0])
     with pytest.raises(ValueError, match="exact"):
-        sp.fit_temperature(spec, None, arithmetic="authors")
+        sp.fit_spectral_temperature(spec, None, arithmetic="authors")
 
 
 @pytest.mark.parametrize("seed", range(6))

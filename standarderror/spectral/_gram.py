@@ -82,6 +82,29 @@ def _variant(variant) -> str:
     return variant
 
 
+# The options whose default depends on the variant: (ours, the authors'), then the allowed
+# values (None: the caller validates, as ``distance`` is by ``clusters._distance``).
+_OPTIONS = {
+    "binning": ("split", "quantile", ("split", "quantile")),
+    "cluster_on": ("scaled", "unscaled", ("scaled", "unscaled")),
+    "weighting": ("size", "uniform", ("uniform", "size")),
+    "distance": ("cosine", "rows", None),
+    "min_cluster": (1, 2, None),
+}
+
+
+def _option(name: str, value, authors: bool):
+    """``value``, or, when it is not given (None, or an empty string), option ``name``'s
+    default under the variant (the authors' when ``authors``); it must then be one of the
+    option's allowed values where the option has a fixed set."""
+    ours, theirs, allowed = _OPTIONS[name]
+    if value is None or (isinstance(value, str) and not value):
+        value = theirs if authors else ours
+    if allowed is not None and value not in allowed:
+        raise ValueError(f"{name} must be {allowed[0]!r} or {allowed[1]!r}, got {value!r}")
+    return value
+
+
 def _open_unit(value, name: str) -> float:
     """A number strictly between 0 and 1 (a floor ``eps``, an interval's ``level``)."""
     try:

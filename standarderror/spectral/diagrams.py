@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._gram import _answers, _count, _log_scaled, _spectrum, _targets, _temperature, _variant
+from ._gram import (
+    _answers,
+    _count,
+    _log_scaled,
+    _option,
+    _spectrum,
+    _targets,
+    _temperature,
+    _variant,
+)
 from .clusters import _cosine, _distance, _Linkage, _method
 from .targets import _lambda_max_rows
 
@@ -124,14 +133,10 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
     ks = [_count(k, "clusters") for k in np.atleast_1d(np.asarray(clusters, dtype=object))]
     method = _method(method)
     authors = _variant(variant) == "authors"
-    binning = binning or ("quantile" if authors else "split")
-    if binning not in ("split", "quantile"):
-        raise ValueError(f"binning must be 'split' or 'quantile', got {binning!r}")
-    distance = _distance(distance or ("rows" if authors else "cosine"))
-    cluster_on = cluster_on or ("unscaled" if authors else "scaled")
-    if cluster_on not in ("scaled", "unscaled"):
-        raise ValueError(f"cluster_on must be 'scaled' or 'unscaled', got {cluster_on!r}")
-    low = _count(min_cluster if min_cluster is not None else (2 if authors else 1), "min_cluster")
+    binning = _option("binning", binning, authors)
+    distance = _distance(_option("distance", distance, authors))
+    cluster_on = _option("cluster_on", cluster_on, authors)
+    low = _count(_option("min_cluster", min_cluster, authors), "min_cluster")
     if weighting not in ("uniform", "size"):
         raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
     for b in bs:

@@ -6,7 +6,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._gram import EPS, ZERO, _answers, _count, _eps, _score_from, _spectrum, _targets, _temperature, _variant
+from ._gram import (
+    EPS,
+    ZERO,
+    _answers,
+    _count,
+    _eps,
+    _option,
+    _score_from,
+    _spectrum,
+    _targets,
+    _temperature,
+    _variant,
+)
 from .clusters import _cosine, _distance, _factors, _hcluster, _method, _unique_rows
 
 
@@ -101,10 +113,8 @@ def calibration_curve(answers, targets, temperatures, *, clusters: int = 20, lab
     ts = [_temperature(t) for t in np.atleast_1d(np.asarray(temperatures, dtype=object))]
     e = _eps(eps)
     authors = _variant(variant) == "authors"
-    weighting = weighting or ("uniform" if authors else "size")
-    if weighting not in ("uniform", "size"):
-        raise ValueError(f"weighting must be 'uniform' or 'size', got {weighting!r}")
-    distance = _distance(distance or ("rows" if authors else "cosine"))
+    weighting = _option("weighting", weighting, authors)
+    distance = _distance(_option("distance", distance, authors))
     if labels is None:
         k = _count(clusters, "clusters")
         if k > n:
