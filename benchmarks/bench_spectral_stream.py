@@ -9,7 +9,7 @@ exist at once: a seeded generator makes them ``--chunk`` questions at a time (se
 plus noise, targets near one mode), and :func:`standarderror.spectral.spectrum` decomposes each
 chunk in the m x m Gram space and keeps ``2 n m`` floats. From that spectrum
 :func:`~standarderror.spectral.risk_curve` gives the risk and entropy at 41 temperatures and
-:func:`~standarderror.spectral.fit_temperature` the continuous fit.
+:func:`~standarderror.spectral.fit_spectral_temperature` the continuous fit.
 
 The reference is the plain computation a reader would write: per question, form the d x d
 density matrix, ``numpy.linalg.eigh`` it, and keep its d eigenvalues and the target's d squared
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     spec = spectral.spectrum(stream(n, m, d, args.chunk, args.seed, clock))
     spectral.risk_curve(spec, None, ts)  # timed and traced; checked below on a subsample
-    fit = spectral.fit_temperature(spec, None)
+    fit = spectral.fit_spectral_temperature(spec, None)
     wall = time.perf_counter() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -144,7 +144,7 @@ def main(argv=None) -> int:
     t_ref_all = t_ref * n / k
     sub = spectral.spectrum(stream(k, m, d, args.chunk, args.seed, [0.0]))
     s_curve = spectral.risk_curve(sub, None, ts)
-    s_fit = spectral.fit_temperature(sub, None)
+    s_fit = spectral.fit_spectral_temperature(sub, None)
     err = max(float(np.max(np.abs(s_curve["risk"] - r_risk))),
               float(np.max(np.abs(s_curve["entropy"] - r_ent))))
     t_err = abs(s_fit["temperature"] - r_t) / r_t

@@ -567,8 +567,8 @@ def test_spectral_fits_at_the_same_number_of_answers(monkeypatch):
     # test_llama_spectral_end_to_end).
     monkeypatch.setattr(se, "embed", lambda strings, **k: se.hash_embed(strings))
     shapes = []
-    real = sp.fit_temperature
-    monkeypatch.setattr(sp, "fit_temperature",
+    real = sp.fit_spectral_temperature
+    monkeypatch.setattr(sp, "fit_spectral_temperature",
                         lambda a, y, **k: shapes.append(np.shape(a)) or real(a, y, **k))
     real_rel = sp.reliability
     applied = []

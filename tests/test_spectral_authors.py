@@ -183,25 +183,25 @@ def test_floor_binds_above_one_for_eps_1e3_hand_worked():
     got = sp.log_score(a, y, 1.26, arithmetic="authors")[0]
     assert got == pytest.approx(np.log(10 ** (5 / 1.26) + 1), rel=1e-5)
     # so the authors' fit on the risk curve depends on eps here: their grid, target e2
-    fit3 = sp.fit_temperature(a, y, eps=1e-3, arithmetic="authors")
-    fit10 = sp.fit_temperature(a, y, arithmetic="authors")
+    fit3 = sp.fit_spectral_temperature(a, y, eps=1e-3, arithmetic="authors")
+    fit10 = sp.fit_spectral_temperature(a, y, arithmetic="authors")
     assert fit3["grid_risk"][4] == pytest.approx(-np.log(1e-3), rel=1e-6)  # T = 1.26
     assert fit10["grid_risk"][4] == pytest.approx(np.log(10 ** (5 / 1.26) + 1), rel=1e-5)
 
 
 def test_authors_grid_and_fit(data):
     a, y = data
-    fit = sp.fit_temperature(a, y, arithmetic="authors")
+    fit = sp.fit_spectral_temperature(a, y, arithmetic="authors")
     risks = [np.mean([ref_score(a[i], y[i], t, "authors") for i in range(len(a))])
              for t in sp.AUTHORS_GRID]
     assert fit["temperature"] == sp.AUTHORS_GRID[int(np.argmin(risks))]
     np.testing.assert_allclose(fit["grid_risk"], risks, rtol=1e-5)
     # exact arithmetic on a grid: the argmin over that grid
     g = [0.5, 1.0, 2.0]
-    ex = sp.fit_temperature(a, y, grid=g)
+    ex = sp.fit_spectral_temperature(a, y, grid=g)
     assert ex["temperature"] == g[int(np.argmin([sp.risk(a, y, t) for t in g]))]
     # continuous fit under the authors' arithmetic
-    assert sp.fit_temperature(a, y, arithmetic="authors", grid="continuous")["grid"] is None
+    assert sp.fit_spectral_temperature(a, y, arithmetic="authors", grid="continuous")["grid"] is None
 
 
 def test_exponential_family_identity_under_authors_arithmetic():
@@ -210,7 +210,7 @@ def test_exponential_family_identity_under_authors_arithmetic():
     rng = np.random.default_rng(0)
     a = unit(rng.normal(size=(20, 3, 6)))
     y = unit(rng.normal(size=(20, 6)))
-    fit = sp.fit_temperature(a, y, arithmetic="float64-abs", grid="continuous",
+    fit = sp.fit_spectral_temperature(a, y, arithmetic="float64-abs", grid="continuous",
                              bounds=(0.05, 1e4), eps=1e-300)
     if not fit["at_bound"]:
         assert fit["risk"] == pytest.approx(fit["entropy"], abs=1e-5)
@@ -228,7 +228,7 @@ def test_exact_gap_is_the_eps_term_at_the_fit(data):
     """Exact arithmetic: R - H = alpha R'(alpha) + mean[q (-log eps - H)], q = outside share;
     at the continuous fit the first term vanishes."""
     a, y = data
-    fit = sp.fit_temperature(a, y)
+    fit = sp.fit_spectral_temperature(a, y)
     q = sp.outside_share(a, y)
     h = sp.entropy(a, fit["temperature"])
     assert not fit["at_bound"]
@@ -392,7 +392,7 @@ def test_options_are_validated(data):
     with pytest.raises(ValueError, match="variant"):
         sp.reliability(a, y, bins=2, clusters=2, variant="theirs")
     with pytest.raises(ValueError, match="grid"):
-        sp.fit_temperature(a, y, grid="coarse")
+        sp.fit_spectral_temperature(a, y, grid="coarse")
     with pytest.raises(ValueError, match="binning"):
         sp.reliability(a, y, bins=2, clusters=2, binning="equal")
 
@@ -487,13 +487,13 @@ def test_temperature_interval_draws_are_refits(data):
     got = sp.temperature_interval(a, y, bootstrap=30, seed=2, grid=g)
     n = len(a)
     idx = np.random.default_rng(2).integers(0, n, size=(30, n))
-    want = [sp.fit_temperature(a[i], y[i], grid=g)["temperature"] for i in idx]
+    want = [sp.fit_spectral_temperature(a[i], y[i], grid=g)["temperature"] for i in idx]
     np.testing.assert_array_equal(got["draws"], want)
-    assert got["temperature"] == sp.fit_temperature(a, y, grid=g)["temperature"]
+    assert got["temperature"] == sp.fit_spectral_temperature(a, y, grid=g)["temperature"]
     assert got["low"] <= got["temperature"] <= got["high"] or got["at_edge"] > 0
     # the default fine grid agrees with the continuous fit to its 2% step
     fine = sp.temperature_interval(a, y, bootstrap=20)
-    assert fine["temperature"] == pytest.approx(sp.fit_temperature(a, y)["temperature"],
+    assert fine["temperature"] == pytest.approx(sp.fit_spectral_temperature(a, y)["temperature"],
                                                 rel=0.021)
     with pytest.raises(ValueError, match="level"):
         sp.temperature_interval(a, y, level=1.5)

@@ -57,7 +57,7 @@ The paper's numbers come from a different computation, which this module also of
 explicit options (the defaults stay exact):
 
 * ``arithmetic="authors"`` (:func:`log_score`, :func:`risk`, :func:`entropy`,
-  :func:`risk_curve`, :func:`fit_temperature`): each :math:`d \times d` density matrix is
+  :func:`risk_curve`, :func:`fit_spectral_temperature`): each :math:`d \times d` density matrix is
   built and eigendecomposed in float32; the absolute value of every eigenvalue is raised to
   :math:`1/T` and renormalised over all :math:`d`, giving the scaled eigenvalues
   :math:`\mu_k`; the log score is :math:`-\sum_{k=1}^{d} p_k \log\max(\mu_k, \varepsilon)`
@@ -84,7 +84,7 @@ from .scores import (
     Spectrum,
     eigenvalues,
     entropy,
-    fit_temperature,
+    fit_spectral_temperature,
     log_score,
     null_share,
     outside_share,
@@ -98,7 +98,7 @@ from .targets import calibration_curve, calibration_error
 
 __all__ = [
     "ZERO", "EPS", "AUTHORS_GRID", "LAMB_GRID", "ARITHMETICS", "null_share", "outside_share",
-    "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_temperature",
+    "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_spectral_temperature",
     "Spectrum", "spectrum",
     "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error",
     "calibration_curve",

@@ -97,7 +97,7 @@ class Spectrum(dict):
 
 def spectrum(chunks) -> Spectrum:
     r"""Exact spectra of many questions, streamed: the input of :func:`risk_curve` and
-    :func:`fit_temperature` when the answers do not fit in memory.
+    :func:`fit_spectral_temperature` when the answers do not fit in memory.
 
     ``chunks`` is one ``(answers, targets)`` pair or an iterable of such pairs (shapes
     ``(n_c, m, d)`` and ``(n_c, d)``, the same ``m`` and ``d`` in every chunk), e.g. a
@@ -186,7 +186,7 @@ def risk_curve(answers, targets, temperatures, eps: float = EPS, *,
     }
 
 
-def fit_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
+def fit_spectral_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: float = EPS,
                     arithmetic: str = "exact", grid=None) -> dict:
     r"""Matrix temperature scaling: the :math:`T` minimising the matrix log-score risk.
 

@@ -69,14 +69,14 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, answers: in
     t1 = time.perf_counter()
     a_dev, y_dev = se.arrays(data, blocks["dev"])
     a, y = se.arrays(data, blocks["test"])
-    fit = sp.fit_temperature(a_dev, y_dev)
+    fit = sp.fit_spectral_temperature(a_dev, y_dev)
     tf = fit["temperature"]
     correct = blocks["test"]["correct"]
     rng = np.random.default_rng(seed + 3)
     refits = []
     for _ in range(fit_draws):  # whole development questions resampled, refitted
         pick = rng.integers(0, len(a_dev), size=len(a_dev))
-        refits.append(sp.fit_temperature(a_dev[pick], y_dev[pick])["temperature"])
+        refits.append(sp.fit_spectral_temperature(a_dev[pick], y_dev[pick])["temperature"])
     out = {**_header("spectral", lm, {"dev": dev, "test": test, "answers": answers,
                                        "fit_draws": fit_draws,
                                        "sampling_temperature": temperature,
