@@ -22,21 +22,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ye_scripts import SCRIPTS, ye_module
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "data" / "reviews"
 
 
-def _ye_module():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        import _ye
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return _ye
-
-
-_ye = _ye_module()
+_ye = ye_module()
 _RECONSTRUCT = np.ndarray((0,)).__reduce__()[0]
 
 

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from scipy import optimize, special, stats
 from sklearn.model_selection import train_test_split
+from ye_scripts import SCRIPTS, ye_module
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ROOT / "data" / "reviews"
 TASKS = ("mmlu", "halu_dialogue")                 # an underscore inside a task name
 MODELS = {"Yi-6B": (0.75, 3.0), "Qwen-14B": (0.85, 9.0), "Llama-2_7B": (0.55, 1.5),
           "mid-3B": (0.65, 2.5), "tiny_1B": (0.4, 1.0)}   # (accuracy target, sharpness)
@@ -232,7 +232,7 @@ _SPLIT = train_test_split(np.arange(len(_KEEP)), train_size=0.5, random_state=42
 
 def test_rows_are_matched_by_position_and_must_carry_the_data_ids(release, tmp_path):
     root, _ = release
-    _ye = _ye_module()
+    _ye = ye_module()
     import shutil
     copy = tmp_path / "release"
     shutil.copytree(root, copy)
@@ -325,15 +325,6 @@ def test_bad_directory(outputs):
     assert "is not a directory" in outputs["bad"]
 
 
-def _ye_module():
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        import _ye
-    finally:
-        sys.path.remove(str(SCRIPTS))
-    return _ye
-
-
 def _numpy1_pickle(records) -> bytes:
     """Protocol 4 bytes exactly as numpy 1.x writes them: ``numpy.core.multiarray`` (numpy 2
     writes ``numpy._core.multiarray``); the FRAME length is fixed up after the rename."""
@@ -352,7 +343,7 @@ def _numpy1_pickle(records) -> bytes:
 
 
 def test_release_layout_from_numpy1_is_read(tmp_path):
-    _ye = _ye_module()
+    _ye = ye_module()
     recs = [{"id": i, "logits_options": np.arange(6, dtype=np.float32) * i} for i in range(4)]
     f = tmp_path / "m_t_base_icl1.pkl"
     f.write_bytes(_numpy1_pickle(recs))
@@ -370,7 +361,7 @@ class _RunsACommand:
 
 
 def test_a_pickle_that_runs_a_command_is_refused(tmp_path, monkeypatch):
-    _ye = _ye_module()
+    _ye = ye_module()
     monkeypatch.chdir(tmp_path)
     f = tmp_path / "evil_t_base_icl1.pkl"
     f.write_bytes(pickle.dumps([{"id": 0, "logits_options": _RunsACommand()}], protocol=4))

@@ -591,6 +591,15 @@ def fitted(model, prompt, z, y, cal) -> float:
     return fit_temperature(np.asarray(z, dtype=np.float64)[cal], y[cal])
 
 
+def start(argv: list[str]) -> dict:
+    """What every script's ``main`` begins with: the release named on the command line, read
+    (:func:`load`), and its header printed; returns the data."""
+    root = release_dir(argv)
+    data = load(root)
+    header(root, data)
+    return data
+
+
 def header(root: Path, data: dict) -> None:
     print(f"# Ye et al. (2024) recomputed from the release at {root}")
     print(f"# alpha={ALPHA}; demonstrations {sorted(DEMONSTRATIONS)} removed; 50/50 split, "

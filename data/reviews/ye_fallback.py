@@ -43,9 +43,7 @@ def one_run(z, y, cal):
 
 
 def main(argv):
-    root = _ye.release_dir(argv)
-    data = _ye.load(root)
-    _ye.header(root, data)
+    data = _ye.start(argv)
     for task, d in data.items():
         print(f"\n## {task}")
         print(f"{'model':<28}" + "".join(f"{k:>13}" for k in KEYS))

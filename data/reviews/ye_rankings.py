@@ -27,9 +27,7 @@ SIZES = (("lac", "lac_size"), ("aps", "aps_size"), ("avg", "average_size"))
 
 
 def main(argv):
-    root = _ye.release_dir(argv)
-    data = _ye.load(root)
-    _ye.header(root, data)
+    data = _ye.start(argv)
     totals = {name: [0, 0] for name, _ in SIZES}
     for task, d in data.items():
         res = _ye.evaluate(d)

@@ -14,9 +14,7 @@ import _ye
 
 
 def main(argv):
-    root = _ye.release_dir(argv)
-    data = _ye.load(root)
-    _ye.header(root, data)
+    data = _ye.start(argv)
     for task, d in data.items():
         res = _ye.evaluate(d)
         print(f"\n## {task}")

@@ -36,9 +36,7 @@ def compare(task, label, first, second):
 
 
 def main(argv):
-    root = _ye.release_dir(argv)
-    data = _ye.load(root)
-    _ye.header(root, data)
+    data = _ye.start(argv)
     for task, d in data.items():
         print(f"\n## {task}")
         at = {t: _ye.evaluate(d, t) for t in (0.5, 1.0, 2.0)}
