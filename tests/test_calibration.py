@@ -299,7 +299,7 @@ def test_abstention_intervals_match_a_loop_over_draws():
     logp = np.log(d["p"])
     ok = logp.argmax(axis=1) == d["y"]
     counts = selective._draw_counts(20, 25, 9)
-    for name in cb.SCORES:
+    for name in cb.CONFIDENCE_SCORES:
         ref = cb.confidence_scores(logp)[name]
         for t in ts:
             s = cb.confidence_scores(logp, t)[name]
@@ -419,7 +419,7 @@ def test_shared_shape_control_cannot_reorder(data):
     for r in cb.reordering(table):
         assert r["tau"] == 1.0 and r["pairs_reordered"] == 0.0 and r["top_overlap"] == 1.0
     p = np.exp(control)
-    for score in cb.SCORES:
+    for score in cb.CONFIDENCE_SCORES:
         curve = cb.best_temperature(p, data["y"], score, temperatures=(0.2, 1.0, 3.0))["curve"]
         assert len(set(curve.values())) == 1, score
 

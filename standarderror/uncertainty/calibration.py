@@ -55,7 +55,7 @@ from standarderror.uncertainty.confidence_order import (
 from standarderror.uncertainty.metrics import bin_index, brier, ece, nll
 from standarderror.uncertainty.ranks import kendall_tau, pair_counts
 from standarderror.uncertainty.scaling import (
-    SCORES,
+    CONFIDENCE_SCORES,
     TemperatureAtBoundWarning,
     confidence_scores,
     fit_temperature,
@@ -71,7 +71,7 @@ from standarderror.uncertainty.selective import (
     risk_coverage,
 )
 
-__all__ = ["ABSTENTION_TEMPERATURES", "GRID", "SCORES", "TEMPERATURES",
+__all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES",
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
            "brier", "confidence_scores", "ece", "fit_temperature", "fitted_temperature",
            "kendall_tau", "nll", "pair_counts", "reordering", "risk_coverage", "scale",

@@ -27,7 +27,7 @@ from standarderror.uncertainty._inputs import (
 )
 
 #: The three confidence scores, in the order they are reported.
-SCORES = ("max probability", "entropy", "margin")
+CONFIDENCE_SCORES = ("max probability", "entropy", "margin")
 
 
 def scale(logp_or_logits, temperature) -> np.ndarray:
@@ -115,7 +115,7 @@ def confidence_scores(logp, temperature=1.0) -> dict:
     return _scores(_normalised_logp(logp), _checks.temperature(temperature))
 
 
-def _scores(logp: np.ndarray, t: float = 1.0, which=SCORES) -> dict:
+def _scores(logp: np.ndarray, t: float = 1.0, which=CONFIDENCE_SCORES) -> dict:
     """:func:`confidence_scores` on validated input (only the scores in ``which``)."""
     out = {}
     if "margin" in which:
@@ -135,7 +135,7 @@ def _scores(logp: np.ndarray, t: float = 1.0, which=SCORES) -> dict:
             e = np.exp(z / t)
             e[np.arange(z.shape[0]), logp.argmax(axis=1)] = 0.0
             out["max probability"] = -np.log1p(e.sum(axis=1))
-    return {k: out[k] for k in SCORES if k in which}
+    return {k: out[k] for k in CONFIDENCE_SCORES if k in which}
 
 
 #: Threads that share an NLL evaluation's rows, and the entries below which one thread does

@@ -13,7 +13,7 @@ from standarderror.uncertainty._inputs import (
     _sequence_index,
     _temperatures,
 )
-from standarderror.uncertainty.scaling import SCORES, _scores
+from standarderror.uncertainty.scaling import CONFIDENCE_SCORES, _scores
 
 #: Temperatures of the abstention table (Episode 3).
 ABSTENTION_TEMPERATURES = (0.5, 1.0, 1.25, 1.5, 2.0, 3.0)
@@ -178,7 +178,7 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
                seed: int = 0, coverage: float = 0.2) -> dict:
     r"""What temperature does to abstention, for each confidence score, with paired intervals.
 
-    For each score in :data:`SCORES` and each temperature, the predictions are ranked by the
+    For each score in :data:`CONFIDENCE_SCORES` and each temperature, the predictions are ranked by the
     score of the temperature-scaled probabilities, and the area under the risk-coverage curve
     (:func:`aurc`) is computed. ``difference`` is the AURC minus that of the same score at
     :math:`T = 1`. Its interval comes from a bootstrap over *sequences*: predictions in one
@@ -228,12 +228,12 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
     per_t = {}
     for t in sorted(set(ts) | {1.0}):
         scores = _scores(logp, t)
-        for name in SCORES:
+        for name in CONFIDENCE_SCORES:
             rc = risk_coverage(scores[name], ok)
             per_t[(name, t)] = (float(rc["risk"].mean()), 1.0 - float(rc["risk"][keep - 1]),
                                 boot.aurc(scores[name], ok))
     table = {}
-    for name in SCORES:
+    for name in CONFIDENCE_SCORES:
         ref_aurc, _, ref_boot = per_t[(name, 1.0)]
         for t in ts:
             a, acc, b = per_t[(name, t)]
@@ -241,7 +241,7 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
             table[(name, t)] = {"aurc": a, "difference": a - ref_aurc, "low": float(low),
                                 "high": float(high), "top_fifth": acc}
     return {"table": table, "oracle": aurc(ok.astype(float), ok), "temperatures": ts,
-            "scores": SCORES, "rows": n, "sequences": n_seq, "draws": draws, "level": 0.95}
+            "scores": CONFIDENCE_SCORES, "rows": n, "sequences": n_seq, "draws": draws, "level": 0.95}
 
 
 def best_temperature(p, y, score: str, temperatures=None) -> dict:
@@ -256,8 +256,8 @@ def best_temperature(p, y, score: str, temperatures=None) -> dict:
     dict
         ``temperature`` (float or None), ``aurc`` (the minimum), ``curve`` (T -> AURC).
     """
-    if score not in SCORES:
-        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    if score not in CONFIDENCE_SCORES:
+        raise ValueError(f"score must be one of {CONFIDENCE_SCORES}, got {score!r}")
     logp = _log_of(p)
     y = _checks.labels(y, logp.shape[1], logp.shape[0])
     ts = GRID if temperatures is None else _temperatures(temperatures)
