@@ -140,7 +140,7 @@ def log_array(z, name: str) -> np.ndarray:
     return a
 
 
-def log_probabilities(logp, name: str = "logp", *, atol: float = 1e-6) -> np.ndarray:
+def normalised_logp(logp, name: str = "logp", *, atol: float = 1e-6) -> np.ndarray:
     """2-D log-probabilities whose rows exponentiate to sum to one (within
     :func:`sum_tolerance` of the input's dtype and number of classes)."""
     raw = real(logp, name)

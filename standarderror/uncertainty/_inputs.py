@@ -6,11 +6,6 @@ import numpy as np
 
 from standarderror import _checks
 
-# :func:`standarderror._checks.log_array` and :func:`standarderror._checks.log_probabilities`,
-# under the short names the calibration modules use.
-_log_array = _checks.log_array
-_normalised_logp = _checks.log_probabilities
-
 
 def _log_of(p, name: str = "p") -> np.ndarray:
     """Validate probabilities and take their logarithm once (zeros become -inf; no floor)."""

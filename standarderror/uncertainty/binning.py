@@ -451,7 +451,7 @@ def verdicts(logp, y, sequence, temperatures=(1.0, 1.2), sizes=(4, 16, 64), *,
         T); ``agreement``: metric -> array over ``sizes``; ``sizes``, ``rows_per_sequence``,
         ``draws``, ``temperatures``.
     """
-    logp = _checks.log_probabilities(logp)
+    logp = _checks.normalised_logp(logp)
     y = _checks.labels(y, logp.shape[1], logp.shape[0])
     seq = np.asarray(sequence)
     if seq.shape != y.shape:

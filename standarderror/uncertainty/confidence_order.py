@@ -14,7 +14,6 @@ from scipy import optimize
 from standarderror import _checks
 from standarderror.uncertainty._inputs import (
     _log_of,
-    _normalised_logp,
     _temperatures,
 )
 from standarderror.uncertainty.metrics import ece
@@ -55,7 +54,7 @@ def temperature_table(temperatures=TEMPERATURES, *, data: dict, bins: int = 15) 
         ``y`` (the unscaled predictions, which :func:`reordering` uses); ``rows_count``.
     """
     ts = _temperatures(temperatures)
-    logp = _normalised_logp(data["logp"]) if "logp" in data else _log_of(data["p"])
+    logp = _checks.normalised_logp(data["logp"]) if "logp" in data else _log_of(data["p"])
     y = _checks.labels(data["y"], logp.shape[1], logp.shape[0])
     reference = scale(logp, 1.0).argmax(axis=1)
     rows, identical = [], True
@@ -117,7 +116,7 @@ def reordering(table: dict, top: float = 0.01) -> list[dict]:
     top = _checks.alpha(top, "top")
     # log-probabilities, as temperature_table stores them (probabilities here would give a
     # wrong tau without an error)
-    logp = _normalised_logp(table["logp"], "table['logp']")
+    logp = _checks.normalised_logp(table["logp"], "table['logp']")
     n = logp.shape[0]
     if n < 2:
         raise ValueError("table needs at least two predictions to compare orders")
@@ -200,7 +199,7 @@ def shared_shape(logp, shape=None) -> np.ndarray:
     numpy.ndarray
         Normalised log-probabilities of the control rows (rows x classes).
     """
-    logp = _normalised_logp(logp)
+    logp = _checks.normalised_logp(logp)
     n, v_count = logp.shape
     if shape is None:
         srt = -np.sort(-np.where(np.isfinite(logp), logp, np.nan), axis=1)

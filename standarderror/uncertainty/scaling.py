@@ -20,9 +20,7 @@ from scipy import optimize
 from standarderror import _checks
 from standarderror._parallel import WORKERS
 from standarderror.uncertainty._inputs import (
-    _log_array,
     _log_of,
-    _normalised_logp,
     _sequence_index,
 )
 
@@ -56,7 +54,7 @@ def scale(logp_or_logits, temperature) -> np.ndarray:
     numpy.ndarray
         Float64 log-probabilities of the same shape.
     """
-    z = _log_array(logp_or_logits, "logp_or_logits")
+    z = _checks.log_array(logp_or_logits, "logp_or_logits")
     t = _checks.temperature(temperature)
     shape = z.shape
     return _scale(z.reshape(-1, shape[-1]), t).reshape(shape)
@@ -112,7 +110,7 @@ def confidence_scores(logp, temperature=1.0) -> dict:
         ``{"max probability": ..., "entropy": ..., "margin": ...}``, one score per row
         (float64; the margin ``numpy.longdouble``).
     """
-    return _scores(_normalised_logp(logp), _checks.temperature(temperature))
+    return _scores(_checks.normalised_logp(logp), _checks.temperature(temperature))
 
 
 def _scores(logp: np.ndarray, t: float = 1.0, which=CONFIDENCE_SCORES) -> dict:
@@ -232,7 +230,7 @@ def fit_temperature(logits, y, *, bounds=(0.05, 20.0)) -> float:
         When the fit lands on a bound (e.g. 0.05 on separable data): that value is not an
         optimum.
     """
-    z = _log_array(logits, "logits")
+    z = _checks.log_array(logits, "logits")
     if z.ndim != 2:
         raise ValueError(f"logits must have 2 dimensions (rows x classes), got shape {z.shape}")
     y = _checks.labels(y, z.shape[1], z.shape[0])

@@ -64,7 +64,7 @@ def checkpoint_metrics(logp, y, sequence, *, bins: int = 15, halves: int = 20,
         (smallest and largest fit over the random halves); ``loss_scaled`` and ``ece_scaled``
         (NLL and ECE after dividing the logits by :math:`\hat T`); ``rows``.
     """
-    logp = _checks.log_probabilities(logp, "logp")
+    logp = _checks.normalised_logp(logp, "logp")
     n = logp.shape[0]
     y = _checks.labels(y, logp.shape[1], n)
     rows = np.arange(n)
