@@ -188,6 +188,23 @@ def test_trajectory_over_a_family_of_checkpoints(family):
     assert again == {k: b[k] for k in again}
 
 
+def test_held_out_predictions_are_those_of_coverage_predictions(family):
+    """The held-out predictions a page reads (Episode 4) are, bit for bit, the model's
+    predictions on the same windows through the seed's path, coverage.predictions."""
+    from standarderror.uncertainty import coverage
+
+    held = tj.held_out(family, (20, 10), count=2, size=8, seed=1, trust_card=True)
+    assert list(held["logp"]) == [20, 10] and held["block"] == 64
+    for step in (10, 20):
+        pr = coverage.predictions(count=2, size=8, seed=1,
+                                  model=tiny.load(step, directory=family, trust_card=True))
+        assert np.array_equal(held["logp"][step], pr["logp"])
+        assert np.array_equal(held["y"], pr["y"])
+        assert np.array_equal(held["sequence"], pr["sequence"])
+    with pytest.raises(ValueError, match="saved steps"):
+        tj.held_out(family, (15,), count=1, size=2, trust_card=True)
+
+
 def test_trajectory_rejects_steps_that_were_not_saved(family):
     with pytest.raises(ValueError, match="saved steps"):
         tj.trajectory(family, steps=[15], count=1, size=2, trust_card=True)

@@ -55,6 +55,42 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
     """
     from standarderror.llm import tiny
 
+    held = held_out(directory, steps, count=count, size=size, seed=seed, split=split,
+                    trust_card=trust_card)
+    by_step = {c["step"]: c for c in held["card"]["checkpoints"]}
+    out = []
+    for step, logp in held["logp"].items():
+        row = {"step": step, "card_val_loss": by_step[step]["val_loss"],
+               "card_train_loss": by_step[step]["train_loss"]}
+        row.update(checkpoint_metrics(logp, held["y"], held["sequence"], bins=bins,
+                                      halves=halves))
+        out.append(row)
+    best = min(out, key=lambda r: r["loss"])["step"]
+    return {"rows": out, "minimum": best, "card": held["card"],
+            "directory": str(directory) if directory is not None else str(tiny.CHECKPOINT_DIR)}
+
+
+def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10,
+             size: int = 16, seed: int = 1, split: str = "test",
+             trust_card: bool = False) -> dict:
+    """The held-out next-token predictions of some checkpoints of one run, on one set of
+    windows: what :func:`trajectory` measures, for a page that measures something else on them.
+
+    The windows are ``tiny.batches(split, count, size, seed)`` at the run's context length,
+    drawn once for every checkpoint; each checkpoint is loaded (hash-verified) with
+    :func:`standarderror.llm.tiny.load` and run on them with
+    :func:`standarderror.llm.tiny.log_probabilities`. Arguments as for :func:`trajectory`.
+
+    Returns
+    -------
+    dict
+        ``logp``: ``{step: log-probabilities, shape (count * size * block, vocabulary)}`` in
+        the order of ``steps``; ``y``: the next characters' ids, shape (rows,); ``sequence``:
+        each row's window, ``0 .. count * size - 1``; ``block``: the run's context length;
+        ``card``: the run's verified card.
+    """
+    from standarderror.llm import tiny
+
     info = tiny.verified_card(Path(directory or tiny.CHECKPOINT_DIR), trust_card)
     saved = [c["step"] for c in info["checkpoints"]]
     if steps is None:
@@ -68,24 +104,17 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
         if not steps or unknown:
             raise ValueError(f"steps must be a non-empty selection of the saved steps {saved}; "
                              f"not saved: {unknown}")
-    by_step = {c["step"]: c for c in info["checkpoints"]}
+    block = info["config"]["block"]
     stoi = {c: i for i, c in enumerate(info["vocabulary"])}
-    windows = list(tiny.batches(split, count, size, seed, block=info["config"]["block"],
-                                stoi=stoi))
-    sequence = np.repeat(np.arange(count * size), info["config"]["block"])
+    windows = list(tiny.batches(split, count, size, seed, block=block, stoi=stoi))
+    sequence = np.repeat(np.arange(count * size), block)
     y = np.concatenate([b[1].numpy() for b in windows]).reshape(-1)
-    out = []
+    logp = {}
     for step in steps:
         m = tiny.load(step, directory=directory, trust_card=trust_card)
-        logp = np.concatenate([tiny.log_probabilities(m["model"], x) for x, _ in windows])
-        row = {"step": step, "card_val_loss": by_step[step]["val_loss"],
-               "card_train_loss": by_step[step]["train_loss"]}
-        row.update(checkpoint_metrics(logp.reshape(-1, m["vocab"]), y, sequence, bins=bins,
-                                      halves=halves))
-        out.append(row)
-    best = min(out, key=lambda r: r["loss"])["step"]
-    return {"rows": out, "minimum": best, "card": info,
-            "directory": str(directory) if directory is not None else str(tiny.CHECKPOINT_DIR)}
+        logp[step] = np.concatenate([tiny.log_probabilities(m["model"], x)
+                                     for x, _ in windows]).reshape(-1, m["vocab"])
+    return {"logp": logp, "y": y, "sequence": sequence, "block": block, "card": info}
 
 
 # --------------------------------------------------------------------------------------
