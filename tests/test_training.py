@@ -203,6 +203,11 @@ def test_held_out_predictions_are_those_of_coverage_predictions(family):
         assert np.array_equal(held["sequence"], pr["sequence"])
     with pytest.raises(ValueError, match="saved steps"):
         tj.held_out(family, (15,), count=1, size=2, trust_card=True)
+    from standarderror.llm.interface import TinyLM
+    from standarderror.llm.predictions import on_windows
+
+    with pytest.raises(ValueError, match="windows is empty"):
+        on_windows(TinyLM(tiny.load(10, directory=family, trust_card=True)), [])
 
 
 def test_trajectory_rejects_steps_that_were_not_saved(family):

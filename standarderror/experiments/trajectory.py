@@ -78,8 +78,9 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
 
     The windows are ``tiny.batches(split, count, size, seed)`` at the run's context length,
     drawn once for every checkpoint; each checkpoint is loaded (hash-verified) with
-    :func:`standarderror.llm.tiny.load` and run on them with
-    :func:`standarderror.llm.tiny.log_probabilities`. Arguments as for :func:`trajectory`.
+    :func:`standarderror.llm.tiny.load` and run on them by
+    :func:`standarderror.llm.predictions.on_windows`, the arithmetic of the seed's
+    ``cv.predictions``. Arguments as for :func:`trajectory`.
 
     Returns
     -------
@@ -90,6 +91,8 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
         ``card``: the run's verified card.
     """
     from standarderror.llm import tiny
+    from standarderror.llm.interface import TinyLM
+    from standarderror.llm.predictions import on_windows
 
     info = tiny.verified_card(Path(directory or tiny.CHECKPOINT_DIR), trust_card)
     saved = [c["step"] for c in info["checkpoints"]]
@@ -107,14 +110,13 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
     block = info["config"]["block"]
     stoi = {c: i for i, c in enumerate(info["vocabulary"])}
     windows = list(tiny.batches(split, count, size, seed, block=block, stoi=stoi))
-    sequence = np.repeat(np.arange(count * size), block)
-    y = np.concatenate([b[1].numpy() for b in windows]).reshape(-1)
     logp = {}
     for step in steps:
-        m = tiny.load(step, directory=directory, trust_card=trust_card)
-        logp[step] = np.concatenate([tiny.log_probabilities(m["model"], x)
-                                     for x, _ in windows]).reshape(-1, m["vocab"])
-    return {"logp": logp, "y": y, "sequence": sequence, "block": block, "card": info}
+        lm = TinyLM(tiny.load(step, directory=directory, trust_card=trust_card))
+        held = on_windows(lm, windows)
+        logp[step] = held["logp"]
+    return {"logp": logp, "y": held["y"], "sequence": held["sequence"], "block": block,
+            "card": info}
 
 
 # --------------------------------------------------------------------------------------

@@ -37,20 +37,42 @@ def predictions(count: int = 24, size: int = 16, seed: int = 1, *, split: str = 
 
     lm = TinyLM(model, step=step)
     m = lm.loaded
-    logps, ys = [], []
-    for x, y in tiny.batches(split, count, size, seed, block=lm.window, stoi=m["stoi"]):
-        logps.append(lm.window_logprobs(x))
-        ys.append(y.numpy())
-    logp = np.concatenate(logps).reshape(-1, m["vocab"])
-    y = np.concatenate(ys).reshape(-1)
+    held = on_windows(lm, tiny.batches(split, count, size, seed, block=lm.window,
+                                       stoi=m["stoi"]))
     n_seq, block = count * size, lm.window
     return {
-        "p": np.exp(logp),
-        "logp": logp,
-        "y": y,
-        "sequence": np.repeat(np.arange(n_seq), block),
+        "p": np.exp(held["logp"]),
+        "logp": held["logp"],
+        "y": held["y"],
+        "sequence": held["sequence"],
         "position": np.tile(np.arange(block), n_seq),
         "chars": m["chars"],
         "step": m["step"],
         "sha256": m["sha256"],
     }
+
+
+def on_windows(lm, windows) -> dict:
+    """One model's next-token log-probabilities on windows already drawn: the arithmetic of
+    :func:`predictions`, for a caller that puts several checkpoints to the same windows
+    (:func:`standarderror.experiments.trajectory.held_out` draws them once).
+
+    ``lm`` is a :class:`~standarderror.llm.interface.LanguageModel` (a ``TinyLM``);
+    ``windows`` yields ``(x, y)`` batches of :func:`standarderror.llm.tiny.batches`.
+
+    Returns
+    -------
+    dict
+        ``logp`` (rows x vocabulary), ``y`` (rows), ``sequence`` (rows: each prediction's
+        window, counted over all batches).
+    """
+    logps, ys, n_seq = [], [], 0
+    for x, y in windows:
+        logps.append(lm.window_logprobs(x))
+        ys.append(y.numpy())
+        n_seq += x.shape[0]
+    if not logps:
+        raise ValueError("windows is empty: pass at least one (x, y) batch")
+    return {"logp": np.concatenate(logps).reshape(-1, lm.vocab_size),
+            "y": np.concatenate(ys).reshape(-1),
+            "sequence": np.repeat(np.arange(n_seq), lm.window)}
