@@ -1,0 +1,83 @@
+"""Every number a reader sees is pinned or declared: the scan behind the build-time check.
+
+After a page is read (executed and parsed), :func:`scan` walks its doctree and finds every
+number token in the text a reader sees: paragraphs, headings, admonitions, list items, tables,
+figure captions, image ``alt`` text, inline and display maths, the shown attributes of raw HTML
+(``title``, ``alt``, ``aria-label`` ...), ``{abbr}`` tooltips, and code outputs that read as
+prose (Markdown or HTML an output displays, a print under a hidden input). Each is classed as
+
+* ``pinned``: inside a ``{pin}`` quote (checked against the code by the pin role);
+* ``declared``: inside an occurrence of a *setting* phrase, i.e. a number the page chose, listed
+  in the page's front matter (``settings:``, a list of strings) or book-wide in the Sphinx config
+  value ``se_settings``; phrases match whitespace-insensitively and case-sensitively. A phrase
+  must hold words as well as its number, and each of its numbers must be a literal of the
+  page's own code or a label (episode, figure, table, row, year, date): see
+  :func:`declaration_problems`. A measured number cannot be declared;
+* ``quoted``: inside a box titled "Quoted ..." that names its source with a ``{cite}``; a table
+  column of such a box that holds one of our pins is ours and checked as usual;
+* ``recorded``: inside a box titled "Record ..." whose title carries the date (YYYY-MM-DD) and
+  the machine, on a page without code: numbers of one machine as measured once (timings),
+  shown outside the checked claims;
+* ``computed``: a number of a code output that the page's code did not type (it is computed in
+  this build; a number the code typed into a string or a display call is checked as prose);
+* ``bare``: anything else, and: a measured number in words ("two minutes", "a quarter of an
+  hour", "hundredths"), or characters glued to a pin (a digit, a sign, ``%`` outside the quote).
+  A bare finding fails the build (see :mod:`standarderror.sphinxext`).
+
+Not scanned: code cells and visible code outputs (except a figure's caption and an image's alt
+text), inline code, literal blocks, comments, role targets (citations, unresolved
+cross-references), footnote labels, autodoc descriptions and docstrings, and the generated
+bibliography. In maths only tokens with a decimal point, a percent sign or 3+ digits count.
+
+A number is digits with optional thousands commas, decimals (``.66`` too), exponent, a leading
+sign (+, -, U+2212) and a trailing ``%``, a factor such as ``21.5x`` / ``3×``, a unit or
+magnitude glued to it (``0.8M``, ``388s``, ``14GB``), superscript digits (``10⁻³``) or a vulgar
+fraction (``½``). Digits glued to a word are not numbers: ``float32``, ``L2``, ``2D``, ``1st``,
+``GPT-2``, ``SHA-256``, ``x86-64``, ``top-1``, ``R²``.
+
+Command line, without executing anything (a throwaway Sphinx read with execution off; a code
+cell's figure caption and alt text are rendered through a placeholder image)::
+
+    python -m standarderror.sphinxext.numbers lectures/ep3_temperature.md [...]
+
+lists each page's bare numbers and refused declarations with ``path:line`` and a per-page count;
+it exits 1 when a page has either. Its note "declares nothing" names a setting phrase whose
+only occurrences (if any) are in maths, code or outputs.
+
+The scan is split by idea: :mod:`.tokenizer` (what counts as a number, and numbers in words),
+:mod:`.settings` (setting phrases: reading, matching, refusing; the code's literals),
+:mod:`.doctree` (which nodes a reader sees, boxes, outputs, lines, the text of a unit),
+:mod:`.scanner` (the walk, :class:`Finding`, :data:`RULES`, the messages) and :mod:`.cli` (the
+command line). This module re-exports their public names (and ``_read_pages``, which the tests
+call), so ``standarderror.sphinxext.numbers.X`` keeps working.
+"""
+
+from __future__ import annotations
+
+from .cli import _read_pages, main  # noqa: F401  (_read_pages: the tests read pages with it)
+from .doctree import CHECK, MATH, PIN, PIN_CLASS, SKIP
+from .scanner import RULES, Finding, counts, message, place, scan
+from .settings import (
+    CONFIG_KEY,
+    FRONT_MATTER_KEY,
+    LABEL_WORDS,
+    code_literals,
+    declaration_problems,
+    phrase_spans,
+    read_settings,
+)
+from .tokenizer import (
+    FRACTIONS,
+    NUMBER,
+    SUPERSCRIPTS,
+    UNIT_SUFFIXES,
+    Token,
+    is_math_checked,
+    tokens,
+    word_numbers,
+)
+
+__all__ = ["CHECK", "CONFIG_KEY", "FRACTIONS", "FRONT_MATTER_KEY", "LABEL_WORDS", "MATH", "NUMBER",
+           "PIN", "PIN_CLASS", "RULES", "SKIP", "SUPERSCRIPTS", "UNIT_SUFFIXES", "Finding", "Token",
+           "code_literals", "counts", "declaration_problems", "is_math_checked", "main", "message",
+           "phrase_spans", "place", "read_settings", "scan", "tokens", "word_numbers"]
