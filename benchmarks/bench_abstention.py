@@ -43,10 +43,10 @@ def reference(p, y, sequence, temperatures, draws, seed=0) -> dict:
     ok = logp.argmax(axis=1) == y
     scores = {t: cb.confidence_scores(logp, t) for t in set(temperatures) | {1.0}}
     counts = selective._draw_counts(int(sequence.max()) + 1, draws, seed)
-    diffs = {(s, t): [] for s in cb.SCORES for t in temperatures}
+    diffs = {(s, t): [] for s in cb.CONFIDENCE_SCORES for t in temperatures}
     for c in counts:  # the loop over draws this benchmark measures
         rows = np.repeat(np.arange(y.size), c[sequence])
-        for s in cb.SCORES:
+        for s in cb.CONFIDENCE_SCORES:
             base = cb.aurc(scores[1.0][s][rows], ok[rows])
             for t in temperatures:
                 diffs[(s, t)].append(cb.aurc(scores[t][s][rows], ok[rows]) - base)
@@ -72,7 +72,7 @@ def main() -> None:
     worst = max(abs(check["table"][k]["low"] - v[0]) + abs(check["table"][k]["high"] - v[1])
                 for k, v in ref.items())
     n = d["y"].size
-    print(f"workload: {n:,} rows, {SEQUENCES} sequences, {len(cb.SCORES)} scores x "
+    print(f"workload: {n:,} rows, {SEQUENCES} sequences, {len(cb.CONFIDENCE_SCORES)} scores x "
           f"{len(TEMPERATURES)} temperatures, {DRAWS} draws")
     print(f"vectorised abstention():     {t_fast:8.2f} s")
     print(f"plain loop over draws:       {t_ref:8.2f} s  (measured on {args.reference_draws} draws, "
