@@ -18,7 +18,7 @@ Writes ``step-XXXXX.safetensors`` (fp16 weights) at ``--saves`` evenly spaced po
 ``card.json`` with the configuration, schedule, losses (computed on the saved fp16 weights),
 vocabulary, corpus hash, wall time and versions. The last checkpoint is the final model.
 When ``--out`` lies inside the package's ``checkpoints`` directory, the run's trust anchor
-(the card's canonical SHA-256, ``ANCHORS`` in ``standarderror/llm/tiny.py``) is rewritten so
+(the card's canonical SHA-256, ``ANCHORS`` in ``standarderror/llm/weights.py``) is rewritten so
 that ``tiny.load`` accepts the new card; a run anywhere else is loaded with
 ``tiny.load(directory=..., trust_card=True)``.
 """
@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from standarderror.llm import tiny  # noqa: E402
+from standarderror.llm import tiny, weights  # noqa: E402
 
 
 def learning_rate(step: int, steps: int, peak: float, warmup: int) -> float:
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
     return 0
 
 
-TINY_SOURCE = Path(tiny.__file__)
+TINY_SOURCE = Path(weights.__file__)  # the module that holds ANCHORS
 
 
 def anchor_key(out: Path) -> str | None:
@@ -222,7 +222,7 @@ def anchor_key(out: Path) -> str | None:
 
 
 def update_anchor(key: str, digest: str, source: Path = TINY_SOURCE) -> None:
-    """Rewrite (or add) ``key``'s entry of the ``ANCHORS = {...}`` block in ``tiny.py``."""
+    """Rewrite (or add) ``key``'s entry of the ``ANCHORS = {...}`` block in ``weights.py``."""
     text = source.read_text()
     start = text.index("ANCHORS = {\n")
     end = text.index("\n}\n", start)

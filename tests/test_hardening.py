@@ -411,7 +411,7 @@ def test_a_wide_config_allocates_nothing_before_it_is_refused(tmp_path, width):
 
 
 def test_card_and_checkpoint_sizes_are_capped(tmp_path, monkeypatch):
-    from standarderror.llm import tiny
+    from standarderror.llm import tiny, weights
 
     d, card = _own_model(tmp_path)
     (d / "card.json").write_text(" " * (tiny.MAX_CARD_BYTES + 1) + "{}")
@@ -422,10 +422,10 @@ def test_card_and_checkpoint_sizes_are_capped(tmp_path, monkeypatch):
     entry = next(c for c in card["checkpoints"] if c["step"] == card["final_step"])
     f = d / entry["file"]
     size = f.stat().st_size
-    monkeypatch.setattr(tiny, "MAX_CHECKPOINT_BYTES", 1 << 20)      # the config needs 1.6 MB
+    monkeypatch.setattr(weights, "MAX_CHECKPOINT_BYTES", 1 << 20)   # the config needs 1.6 MB
     with pytest.raises(ValueError, match="MAX_CHECKPOINT_BYTES"):
         tiny.load(directory=d, trust_card=True)
-    monkeypatch.setattr(tiny, "MAX_CHECKPOINT_BYTES", size - 1)     # the file is one byte over
+    monkeypatch.setattr(weights, "MAX_CHECKPOINT_BYTES", size - 1)  # the file is one byte over
     with pytest.raises(ValueError, match=f"{size:,} bytes, more than the {size - 1:,} allowed"):
         tiny.load(directory=d, trust_card=True)
     monkeypatch.undo()

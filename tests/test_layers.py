@@ -22,8 +22,9 @@ METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror.un
            "standarderror.spectral.diagrams", "standarderror.spectral.subsample",
            "standarderror.spectral.baselines")
 #: The model layer.
-MODEL = ("standarderror.llm.tiny", "standarderror.llm.interface", "standarderror.llm.predictions",
-         "standarderror.llm.semantic", "standarderror.llm.export")
+MODEL = ("standarderror.llm.tiny", "standarderror.llm.corpus", "standarderror.llm.gpt",
+         "standarderror.llm.weights", "standarderror.llm.windows", "standarderror.llm.interface",
+         "standarderror.llm.predictions", "standarderror.llm.semantic", "standarderror.llm.export")
 
 _PROBE = r"""
 import importlib, json, sys
@@ -72,7 +73,7 @@ def test_the_seeds_names_reach_the_model_on_first_use_only():
 
 
 def test_loading_the_model_does_not_import_torchs_compiler():
-    """``tiny._expected_shapes`` builds a meta-device model without initialising it; torch's
+    """``weights._expected_shapes`` builds a meta-device model without initialising it; torch's
     meta ``normal_`` would import ``torch._dynamo`` (about 2 s per process)."""
     probe = ("import sys, torch; from standarderror.llm import tiny; normal = torch.nn.init.normal_; "
              "loaded = tiny.load(); "

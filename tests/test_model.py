@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from standarderror.llm import tiny
+from standarderror.llm import tiny, weights
 
 
 @pytest.fixture(scope="module")
@@ -207,7 +207,7 @@ def test_a_tampered_checkpoint_with_a_rehashed_card_is_refused(tmp_path, monkeyp
     d = _copy(tmp_path)
     _zero_a_tensor_and_rehash(d)
     # in place of the committed directory: the anchor catches it
-    monkeypatch.setattr(tiny, "CHECKPOINT_DIR", d)
+    monkeypatch.setattr(weights, "CHECKPOINT_DIR", d)  # read there
     with pytest.raises(RuntimeError, match="ANCHORS"):
         tiny.load()
     # anywhere else: refused unless the caller vouches for the card
@@ -219,7 +219,7 @@ def test_a_tampered_checkpoint_with_a_rehashed_card_is_refused(tmp_path, monkeyp
 
 def test_a_changed_config_or_vocabulary_breaks_the_anchor(tmp_path, monkeypatch):
     d = _copy(tmp_path)
-    monkeypatch.setattr(tiny, "CHECKPOINT_DIR", d)
+    monkeypatch.setattr(weights, "CHECKPOINT_DIR", d)  # read there
     card = json.loads((d / "card.json").read_text())
     card["config"]["heads"] = 8
     (d / "card.json").write_text(json.dumps(card))
@@ -299,8 +299,8 @@ def test_train_script_rewrites_the_anchor(tmp_path):
         "train_tiny", Path(__file__).resolve().parents[1] / "scripts" / "train_tiny.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    src = tmp_path / "tiny.py"
-    src.write_text(Path(tiny.__file__).read_text())
+    src = tmp_path / "weights.py"  # the module that holds ANCHORS
+    src.write_text(Path(weights.__file__).read_text())
     mod.update_anchor("overfit", "ab" * 32, src)
     mod.update_anchor("new-run", "cd" * 32, src)
     ns = {}
