@@ -15,6 +15,8 @@ METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror.un
            "standarderror.uncertainty.selective", "standarderror.uncertainty.confidence_order",
            "standarderror.uncertainty.calibration",
            "standarderror.uncertainty.binning", "standarderror.uncertainty.coverage",
+           "standarderror.uncertainty.conformal", "standarderror.uncertainty.set_size",
+           "standarderror.uncertainty.set_size_demo",
            "standarderror.uncertainty.exchangeability", "standarderror.uncertainty.training",
            "standarderror.spectral", "standarderror.spectral._gram",
            "standarderror.spectral.scores", "standarderror.spectral.authors",
