@@ -244,7 +244,7 @@ def precision_problem(quoted: str, value: float) -> str | None:
 def reproducibility(seeds: dict | None = None, steps: tuple[int | None, ...] = (None,)) -> None:
     """Display a Markdown block: package versions, the checkpoint(s) re-verified, and the seeds.
 
-    Every listed checkpoint is loaded through :func:`standarderror.llm.tiny.load`, which checks
+    Every listed checkpoint is loaded through :func:`standarderror.llm.weights.load`, which checks
     its SHA-256 against the card before reading a single tensor.
     """
     import scipy

@@ -162,7 +162,7 @@ def questions(count: int = 720, seed: int = 0, *, pool: int = 500,
 
 def _attend(block, x, prefix=None, mask=None):
     """One block's self-attention sub-layer, computed as
-    :class:`~standarderror.llm.tiny.SelfAttention` computes it, for ``x`` (n, t, C).
+    :class:`~standarderror.llm.gpt.SelfAttention` computes it, for ``x`` (n, t, C).
 
     Without ``prefix``: causal attention within ``x`` (the context pass); returns the output
     and the keys and values. With ``prefix = (k, v)`` of shape (n, H, s, d): every position
@@ -208,12 +208,12 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
     non-letter, :math:`\\log p(o \\mid c) + \\log \\sum_{b} p(b \\mid c, o)`, rather than
     as the prefix ``o``, which also counts every longer word that begins with it.
 
-    ``model`` is :func:`standarderror.llm.tiny.load`'s dict. Questions are grouped by option
+    ``model`` is :func:`standarderror.llm.weights.load`'s dict. Questions are grouped by option
     length. The context of each question is run once (causal attention); the six options
     then run together, each attending to the shared context keys and values and causally to
     its own characters. This is the computation of running each context + option string
     through the model (a test checks it against
-    :func:`standarderror.llm.tiny.log_probabilities`), with the context's work done once
+    :func:`standarderror.llm.gpt.log_probabilities`), with the context's work done once
     instead of six times. Returns a float64 array (questions x 6).
     """
     prefix, end = _option_scores(model, qs, chunk)
@@ -426,7 +426,7 @@ def analysis(fam: dict, *, alpha: float = 0.1, temperatures=(0.5, 1.0, 2.0),
     """The review's measurements on the checkpoint family.
 
     The sets are Ye et al.'s (``rule="ye"``: float32 softmax of the scores, their quantile,
-    the fallback for empty sets; see :func:`~standarderror.uncertainty.coverage.conformal_sets`)
+    the fallback for empty sets; see :func:`~standarderror.uncertainty.conformal.conformal_sets`)
     unless ``rule="textbook"``; answers are the argmax of the scores.
 
     Returns

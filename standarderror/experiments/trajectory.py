@@ -23,7 +23,7 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
                halves: int = 20, trust_card: bool = False) -> dict:
     """Measure every checkpoint of one training run on the same held-out predictions.
 
-    Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.tiny.load` from
+    Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.weights.load` from
     ``directory`` and run on the same held-out windows, the ones
     ``coverage.predictions(count, size, seed, split=split)`` uses; then
     :func:`checkpoint_metrics` is applied. The windows are drawn once and reused for every
@@ -38,12 +38,12 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
     steps : sequence of int, optional
         Which checkpoints (default: every one in the card, in training order).
     count, size, seed, split
-        The held-out windows (see :func:`standarderror.llm.tiny.batches`).
+        The held-out windows (see :func:`standarderror.llm.windows.batches`).
     bins, halves
         Passed to :func:`checkpoint_metrics`.
     trust_card : bool
         Needed for a directory that is not one of the committed (anchored) runs, as in
-        :func:`standarderror.llm.tiny.load`.
+        :func:`standarderror.llm.weights.load`.
 
     Returns
     -------
@@ -153,7 +153,7 @@ def training_remainder(directory: Path | str, *, trust_card: bool = False) -> st
 
 def windows(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
     """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays: the
-    batches of :func:`standarderror.llm.tiny.windows` on the encoded text, stacked."""
+    batches of :func:`standarderror.llm.windows.windows` on the encoded text, stacked."""
     from standarderror.llm import tiny
 
     pairs = list(tiny.windows(tiny.encode(text, stoi), count, size, seed, block=block))

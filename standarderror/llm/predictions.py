@@ -4,7 +4,7 @@
 :mod:`standarderror.uncertainty.coverage` resolves on first use): the committed model's
 log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.TinyLM`.
 
-The windows are :func:`standarderror.llm.tiny.windows`, which draws them from any token
+The windows are :func:`standarderror.llm.windows.windows`, which draws them from any token
 sequence, so the same held-out text can be put to any model of the interface
 (:func:`standarderror.experiments.measure.calibration` streams them in blocks and never holds
 a predictions x vocabulary array).
@@ -20,7 +20,7 @@ def predictions(count: int = 24, size: int = 16, seed: int = 1, *, split: str = 
     """Next-character predictions of the committed model on held-out windows.
 
     ``count`` batches of ``size`` non-overlapping 64-character windows are drawn from the
-    held-out ``split`` (see :func:`standarderror.llm.tiny.batches`); every position of every
+    held-out ``split`` (see :func:`standarderror.llm.windows.batches`); every position of every
     window is one prediction.
 
     Returns

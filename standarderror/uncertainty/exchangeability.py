@@ -54,7 +54,7 @@ def finite_sample_level(n, alpha) -> float:
         P(s_{n+1} \le \hat q) = \frac{k}{n+1} \in \Bigl[1-\alpha,\; 1-\alpha+\frac{1}{n+1}\Bigr).
 
     Ties can only raise the coverage. Raises ``ValueError`` when :math:`k > n` (the threshold
-    does not exist; see :func:`standarderror.uncertainty.coverage.minimum_calibration`).
+    does not exist; see :func:`standarderror.uncertainty.conformal.minimum_calibration`).
     """
     n = _checks.positive_int(n, "n")
     a = _checks.alpha(alpha)

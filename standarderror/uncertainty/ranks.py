@@ -57,7 +57,7 @@ def kendall_tau(x, y) -> dict:
 def pair_counts(x, y) -> dict:
     """Concordant, discordant and tied pair counts of two validated 1-D arrays (n >= 1), in
     :math:`O(n \\log n)` time and :math:`O(n)` memory: the counting behind :func:`kendall_tau`
-    and :func:`standarderror.uncertainty.coverage.inversions`."""
+    and :func:`standarderror.uncertainty.set_size.inversions`."""
     x, y = _score(x, "x"), _score(y, "y")
     n = _checks.same_length(x=x, y=y)
     order = np.lexsort((y, x))

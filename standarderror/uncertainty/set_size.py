@@ -91,7 +91,7 @@ def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = No
     (the model's answer per row) when given, else of ``argmax(p)``. Ye et al. score the
     argmax of the logits, which can differ from that of float32 probabilities where two
     probabilities round to the same float; pass ``answers=argmax(logits)`` to match them.
-    ``quantile``, ``rule`` and ``nonempty`` go to :func:`conformal_sets`.
+    ``quantile``, ``rule`` and ``nonempty`` go to :func:`~standarderror.uncertainty.conformal.conformal_sets`.
 
     Returns
     -------

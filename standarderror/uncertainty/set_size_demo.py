@@ -95,8 +95,9 @@ def demonstration(seed: int = 0, *, n: int = 4000, alpha: float = 0.1) -> dict:
     -------
     dict
         ``"a"``, ``"b"``: ``{model: {"p", "y", "accuracy", "lac": {...}, "aps": {...}}}`` with
-        the :func:`evaluate` summaries (plus ``scores_cal`` per score); ``"c"``: ``{"p_a",
-        "p_b", "y", "a": evaluate(...), "b": evaluate(...), "identical": bool}``;
+        the :func:`~standarderror.uncertainty.set_size.evaluate` summaries (plus
+        ``scores_cal`` per score); ``"c"``: ``{"p_a", "p_b", "y", "a": evaluate(...), "b":
+        evaluate(...), "identical": bool}``;
         ``"calibration"`` (the mask).
     """
     rng = np.random.default_rng(seed)

@@ -43,7 +43,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     ``count * size`` non-overlapping windows of ``block`` tokens (default: 64, or the model's
     window if smaller) are drawn from ``text`` (default: our test plays; a ``pathlib.Path``
     is read as UTF-8 and tokenised in blocks, :func:`encode_file`) by
-    :func:`~standarderror.llm.tiny.windows`; every position is one prediction, after
+    :func:`~standarderror.llm.windows.windows`; every position is one prediction, after
     the model's BOS token where its tokenizer adds one. With our tiny model and the
     defaults these are Episode 3's 10,240 predictions.
 
