@@ -78,7 +78,7 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
 
     The windows are ``tiny.batches(split, count, size, seed)`` at the run's context length,
     drawn once for every checkpoint; each checkpoint is loaded (hash-verified) with
-    :func:`standarderror.llm.tiny.load` and run on them by
+    :func:`standarderror.llm.weights.load` and run on them by
     :func:`standarderror.llm.predictions.on_windows`, the arithmetic of the seed's
     ``cv.predictions``. Arguments as for :func:`trajectory`.
 

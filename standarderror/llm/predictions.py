@@ -58,7 +58,7 @@ def on_windows(lm, windows) -> dict:
     (:func:`standarderror.experiments.trajectory.held_out` draws them once).
 
     ``lm`` is a :class:`~standarderror.llm.interface.LanguageModel` (a ``TinyLM``);
-    ``windows`` yields ``(x, y)`` batches of :func:`standarderror.llm.tiny.batches`.
+    ``windows`` yields ``(x, y)`` batches of :func:`standarderror.llm.windows.batches`.
 
     Returns
     -------
