@@ -70,7 +70,7 @@ def _capped_size(fh, path: Path, cap: int, what: str) -> int:
         raise ValueError(f"{what} {path} is not a regular file")
     if st.st_size > cap:
         raise ValueError(f"{what} {path} is {st.st_size:,} bytes, more than the {cap:,} "
-                         f"allowed (standarderror.llm.tiny.MAX_{what.upper()}_BYTES)")
+                         f"allowed (standarderror.llm.weights.MAX_{what.upper()}_BYTES)")
     return st.st_size
 
 
@@ -179,7 +179,7 @@ def verified_card(directory: Path, trust_card: bool = False) -> dict:
         if digest != ANCHORS[key]:
             raise RuntimeError(
                 f"{Path(directory) / 'card.json'} has canonical SHA-256 {digest}, but "
-                f"standarderror.llm.tiny.ANCHORS[{key!r}] records {ANCHORS[key]}: the card or "
+                f"standarderror.llm.weights.ANCHORS[{key!r}] records {ANCHORS[key]}: the card or "
                 "its checkpoints were changed; reinstall standarderror (or `git checkout` the "
                 "directory), or retrain with scripts/train_tiny.py, which updates the anchor"
             )

@@ -34,18 +34,12 @@ RULES = ("textbook", "ye")
 _CEIL_TOL = 1e-9
 
 
-_choice = _checks.choice
-
-
 def conformal_rank(n: int, alpha: float) -> int:
     """k = ceil((n + 1)(1 - alpha)), the rank of the calibration score used as threshold
     (with a tolerance of 1e-9 so that a decimal alpha does not round k one too high)."""
     n = _checks.positive_int(n, "n")
     alpha = _checks.alpha(alpha)
     return int(math.ceil((n + 1) * (1 - alpha) - _CEIL_TOL))
-
-
-_rank_of = conformal_rank
 
 
 def minimum_calibration(alpha: float) -> int:
@@ -57,7 +51,7 @@ def minimum_calibration(alpha: float) -> int:
     """
     a = _checks.alpha(alpha)
     n = max(1, int(math.ceil(1 / a - 1 - _CEIL_TOL)))
-    while _rank_of(n, a) > n:  # guard against the tolerance, never more than a step
+    while conformal_rank(n, a) > n:  # guard against the tolerance, never more than a step
         n += 1
     return n
 
@@ -131,8 +125,8 @@ def label_scores(p, *, score: str = "lac", u=None,
     last option's score is the rounded sum of all six (0.99999994 or 1.0000001 as often as
     1). No randomised form.
     """
-    _choice(score, "score", SCORES)
-    _choice(rule, "rule", RULES)
+    _checks.choice(score, "score", SCORES)
+    _checks.choice(rule, "rule", RULES)
     if rule == "ye":
         if u is not None:
             raise ValueError("u (randomisation) is not part of rule='ye'; pass u=None")
@@ -187,7 +181,7 @@ def conformal_quantile(scores, alpha: float = 0.1, *, quantile: str = "textbook"
     When :math:`k > n` neither exists and a ``ValueError`` is raised.
     """
     a = _checks.alpha(alpha)
-    _choice(quantile, "quantile", QUANTILES)
+    _checks.choice(quantile, "quantile", QUANTILES)
     s = _checks.array(scores, "scores", ndim=1)
     n = s.shape[0]
     if quantile == "ye":
@@ -199,7 +193,7 @@ def conformal_quantile(scores, alpha: float = 0.1, *, quantile: str = "textbook"
                 "calibration rows or a larger alpha"
             )
         return float(np.quantile(s, level, method="higher"))
-    k = _rank_of(n, a)
+    k = conformal_rank(n, a)
     if k > n:
         raise ValueError(
             f"calibration set too small: the threshold is the ceil((n+1)(1-alpha)) = {k}-th smallest "
@@ -254,8 +248,8 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
         ``scores_test`` (m x K, every label's score), ``score``, ``alpha``, ``n_cal``.
     """
     a = _checks.alpha(alpha)
-    _choice(score, "score", SCORES)
-    _choice(rule, "rule", RULES)
+    _checks.choice(score, "score", SCORES)
+    _checks.choice(rule, "rule", RULES)
     if rule == "ye":
         if quantile not in (None, "ye"):
             raise ValueError("rule='ye' uses Ye et al.'s quantile; pass quantile=None or 'ye'")
@@ -264,7 +258,7 @@ def conformal_sets(p_cal, y_cal, p_test, *, alpha: float = 0.1, score: str = "la
         return _ye_sets(p_cal, y_cal, p_test, a, score, True if nonempty is None else nonempty)
     quantile = "textbook" if quantile is None else quantile
     nonempty = bool(nonempty)
-    _choice(quantile, "quantile", QUANTILES)
+    _checks.choice(quantile, "quantile", QUANTILES)
     p_cal = _checks.probabilities(p_cal, "p_cal")
     p_test = _checks.probabilities(p_test, "p_test")
     if p_test.shape[1] != p_cal.shape[1]:

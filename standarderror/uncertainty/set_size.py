@@ -21,8 +21,6 @@ from standarderror import _checks
 from standarderror.uncertainty import calibration as _cb
 from standarderror.uncertainty.conformal import SCORES, conformal_sets
 
-_sets = _checks.sets
-
 
 def set_summary(sets, y) -> dict:
     """Realised coverage and size of prediction sets.
@@ -34,7 +32,7 @@ def set_summary(sets, y) -> dict:
         ``median_size``, ``singleton`` (fraction of sets of size one), ``empty`` (fraction of
         empty sets), ``n`` (rows), ``sizes`` (per row).
     """
-    s = _sets(sets)
+    s = _checks.sets(sets)
     y = _checks.labels(y, s.shape[1], s.shape[0], "y")
     sizes = s.sum(axis=1)
     return {
@@ -60,7 +58,7 @@ def by_confidence(sets, y, confidence, *, bands=(0.0, 0.5, 0.7, 0.9, 1.0)) -> di
     dict
         ``edges`` (the band edges), ``count``, ``coverage``, ``mean_size`` (one per band).
     """
-    s = _sets(sets)
+    s = _checks.sets(sets)
     y = _checks.labels(y, s.shape[1], s.shape[0], "y")
     c = _checks.array(confidence, "confidence", ndim=1)
     _checks.same_length(sets=s, confidence=c)
