@@ -126,7 +126,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
                          "lower count, size or block, or pass a longer text")
     per = max(1, min(size, interface.base.MAX_ELEMENTS // (block * lm.vocab_size)))
     keep = {t: {"pred": [], "conf": [], "nll": []} for t in ts}
-    scores = {(s, t): [] for s in cb.SCORES for t in ts_ab}
+    scores = {(s, t): [] for s in cb.CONFIDENCE_SCORES for t in ts_ab}
     grid_nll = np.zeros(len(FIT_GRID))
     ys, text_bytes, text_chars = [], [], []
     it = windows(ids, count, size, seed, block=block)
