@@ -26,6 +26,8 @@ METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror.un
 #: The model layer.
 MODEL = ("standarderror.llm.tiny", "standarderror.llm.corpus", "standarderror.llm.gpt",
          "standarderror.llm.weights", "standarderror.llm.windows", "standarderror.llm.interface",
+         "standarderror.llm.interface.base", "standarderror.llm.interface.tiny_lm",
+         "standarderror.llm.interface.directory", "standarderror.llm.interface.hf",
          "standarderror.llm.predictions", "standarderror.llm.semantic", "standarderror.llm.export")
 
 _PROBE = r"""
@@ -62,6 +64,14 @@ def test_the_metrics_layer_loads_neither_torch_nor_the_model():
 def test_the_model_layer_loads_no_experiment():
     got = _loaded(MODEL, ("standarderror.experiments",))
     assert {m: [x for x in v if x != "torch"] for m, v in got.items()} == {m: [] for m in MODEL}
+
+
+def test_the_model_interface_imports_no_transformers():
+    """``transformers`` is an extra (``standarderror[hf]``): the interface and each of its
+    modules import without it, loading it only inside the calls that need it."""
+    modules = [m for m in MODEL if m.startswith("standarderror.llm.interface")]
+    got = _loaded(modules, ("transformers", "huggingface_hub", "tokenizers"))
+    assert got == {m: [x for x in v if x == "torch"] for m, v in got.items()}, got
 
 
 def test_the_seeds_names_reach_the_model_on_first_use_only():

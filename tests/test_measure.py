@@ -171,7 +171,7 @@ def test_bounded_memory_for_a_large_vocabulary(monkeypatch):
         def decode(self, ids):
             return bytes(int(i) for i in ids).decode("utf-8", "replace")
 
-    monkeypatch.setattr(interface, "MAX_ELEMENTS", 1 << 18)   # 2 MiB blocks: one window
+    monkeypatch.setattr(interface.base, "MAX_ELEMENTS", 1 << 18)   # 2 MiB blocks: one window
     # Three temperatures for the fit instead of 25: each is one pass over the block, with the
     # same temporaries, so the peak is the same and the test takes a third of the time.
     monkeypatch.setattr(measure.calibration_task, "FIT_GRID", np.exp(np.linspace(np.log(0.5), np.log(2), 3)))

@@ -43,7 +43,7 @@ def character_tokenizer(chars: list[str]):
     """A ``tokenizers.Tokenizer`` with one token per character of ``chars`` (ids in order):
     every character is split off by the pre-tokenizer and looked up; characters outside
     ``chars`` become ``<unk>`` (id ``len(chars)``, outside the model's vocabulary: the model
-    never predicts it), so that :meth:`standarderror.llm.interface.HFModel.check_text` refuses
+    never predicts it), so that :meth:`standarderror.llm.interface.hf.HFModel.check_text` refuses
     such text and names the characters before the model sees it."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 

@@ -2,7 +2,7 @@
 
 :func:`predictions` is the seed's ``cv.predictions`` (the name
 :mod:`standarderror.uncertainty.coverage` resolves on first use): the committed model's
-log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.TinyLM`.
+log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.tiny_lm.TinyLM`.
 
 The windows are :func:`standarderror.llm.windows.windows`, which draws them from any token
 sequence, so the same held-out text can be put to any model of the interface

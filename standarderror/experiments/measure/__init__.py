@@ -12,7 +12,7 @@ Each returns a plain dict (JSON-ready after :func:`to_json`); :func:`write` save
 figures, :func:`summary` prints a short table. ``python -m standarderror measure`` runs them.
 
 **Bounded memory (calibration).** The held-out windows are run in blocks of at most
-:data:`~standarderror.llm.interface.MAX_ELEMENTS` float64 log-probabilities (32 MiB: for a
+:data:`~standarderror.llm.interface.base.MAX_ELEMENTS` float64 log-probabilities (32 MiB: for a
 32,000-token vocabulary, two 64-token windows at a time; working copies bring the peak to a
 few times that). From each block only what the metrics
 need is kept, per prediction: the label, the argmax and the top probability and true-label

@@ -124,7 +124,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
         raise ValueError(f"the text holds {len(ids):,} tokens, room for {slots:,} windows of "
                          f"{block + 1} tokens, fewer than count * size = {count * size:,}; "
                          "lower count, size or block, or pass a longer text")
-    per = max(1, min(size, interface.MAX_ELEMENTS // (block * lm.vocab_size)))
+    per = max(1, min(size, interface.base.MAX_ELEMENTS // (block * lm.vocab_size)))
     keep = {t: {"pred": [], "conf": [], "nll": []} for t in ts}
     scores = {(s, t): [] for s in cb.CONFIDENCE_SCORES for t in ts_ab}
     grid_nll = np.zeros(len(FIT_GRID))

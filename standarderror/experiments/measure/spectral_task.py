@@ -21,7 +21,7 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, answers: in
     Questions are :func:`standarderror.llm.semantic.questions` (48-character held-out
     contexts ending before a word; ``dev`` for fitting, ``test`` disjoint). Each gets
     ``answers`` answers sampled at ``temperature`` and cut after one word
-    (:meth:`~.interface.LanguageModel.sample`, at most ``max_tokens`` tokens; answers cut
+    (:meth:`~.interface.base.LanguageModel.sample`, at most ``max_tokens`` tokens; answers cut
     there are counted in ``unterminated``), plus the greedy answer, right when it equals
     the true word. Answers are embedded by the packaged all-MiniLM-L6-v2; the matrix
     temperature is fitted on the development questions *at the same number of answers as it

@@ -1,0 +1,59 @@
+r"""One model interface: what a measurement needs from a language model.
+
+Every measurement of the book talks to a language model through :class:`.LanguageModel`:
+
+* ``encode`` / ``decode`` -- text to token ids and back (no special tokens added);
+* :meth:`~.LanguageModel.window_logprobs` -- log-probabilities of the next token at every
+  position of a batch of equal-length windows (held-out text);
+* :meth:`~.LanguageModel.next_token_logprobs` -- the next-token distribution after each of a
+  batch of contexts of any lengths;
+* :meth:`~.LanguageModel.continuation_logprob` -- :math:`\log p(\text{continuation} \mid
+  \text{context})`, the sum of the continuation's token log-probabilities;
+* :meth:`~.LanguageModel.sample` -- ``m`` continuations per context at a temperature, cut by a
+  stop rule (by default: one word, :func:`.one_word`).
+
+A backend implements only :meth:`~.LanguageModel.logits` (a forward pass) and the
+tokenizer; everything else is written once here, so the two backends measure the same way:
+
+* :class:`.TinyLM` -- the committed character model (:mod:`standarderror.llm.tiny`), whose
+  log-probabilities are exactly those the lectures measure;
+* :class:`.HFModel` -- any ``transformers`` causal LM with its tokenizer
+  (``AutoModelForCausalLM`` / ``AutoTokenizer``, from a local directory or a hub name;
+  ``pip install standarderror[hf]``).
+
+A serving engine (vLLM's offline ``LLM`` with ``prompt_logprobs`` / ``logprobs``, or an
+OpenAI-compatible endpoint returning log-probabilities) fits behind the same methods: it
+returns top-k log-probabilities rather than whole rows, which is what the streamed
+measurements of :mod:`standarderror.experiments.measure` keep anyway. No such backend ships: it could
+not be tested here (see the page "Measure your own model").
+
+**Bad input is never silently measured.** A context longer than the model's window is cut
+from the left and *counted* (``truncated`` in every result); a continuation that alone does
+not fit raises; a tokenizer that maps characters of the text to its unknown token raises and
+names them; an answer that has not ended within ``max_tokens`` is cut there and counted
+(``unterminated``).
+"""
+
+from __future__ import annotations
+
+from .base import MAX_ELEMENTS, WORD, LanguageModel, first_word, one_word
+from .directory import (
+    HUB_FILES,
+    MAX_LAYERS,
+    OTHER_WEIGHTS,
+    PICKLED,
+    TOKENIZER_FILES,
+    _one_line,  # noqa: F401  (the command line's one-line errors import it from here)
+    check_device,
+    check_directory,
+    hub_offline,
+    resolve,
+    safetensors_parameters,
+)
+from .hf import HFModel, load_model
+from .tiny_lm import TinyLM
+
+__all__ = ["WORD", "MAX_ELEMENTS", "one_word", "first_word", "LanguageModel", "TinyLM",
+           "PICKLED", "OTHER_WEIGHTS", "TOKENIZER_FILES", "HUB_FILES", "MAX_LAYERS",
+           "hub_offline", "check_device", "safetensors_parameters", "resolve",
+           "check_directory", "HFModel", "load_model"]

@@ -1,0 +1,355 @@
+"""The base interface: what every backend shares, written once.
+
+:class:`LanguageModel` holds the methods a measurement calls (window and next-token
+log-probabilities, continuation scores, the prefix-tree sampler) over the two things a
+backend supplies, a forward pass (:meth:`~LanguageModel.logits`) and a tokenizer. Beside it,
+the stop rule of one-word answers (:func:`one_word`, :func:`first_word`) and the cap on one
+block of log-probabilities (:data:`MAX_ELEMENTS`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from standarderror import _checks
+
+#: Characters that continue a word (as in :mod:`standarderror.llm.semantic`).
+WORD = re.compile(r"[A-Za-z']+")
+#: Upper bound on the float64 elements of one block of log-probabilities (32 MiB).
+MAX_ELEMENTS = 1 << 22
+
+
+def one_word(text: str) -> str | None:
+    """The stop rule "one word": the answer once it is known, else ``None``.
+
+    A continuation that starts with a word (letters and apostrophes) ends when a character
+    that cannot continue the word follows it; the answer is the word. A continuation that
+    starts with anything else ends at once, and its answer is that character stripped of
+    whitespace (possibly ``""``). This is :mod:`standarderror.llm.semantic`'s rule.
+    """
+    if not text:
+        return None
+    m = WORD.match(text)
+    if m is None:
+        return text[:1].strip()
+    return m.group() if m.end() < len(text) else None
+
+
+def first_word(text: str) -> str:
+    """The answer of a continuation that was cut before it ended (see :func:`one_word`)."""
+    m = WORD.match(text)
+    return m.group() if m else text[:1].strip()
+
+
+def _rows_per_block(width: int, vocab: int) -> int:
+    return max(1, MAX_ELEMENTS // max(1, width * vocab))  # read at call time (tests patch it)
+
+
+@dataclass
+class LanguageModel:
+    """Base class of the backends. Subclasses set the fields and implement :meth:`logits`,
+    :meth:`encode` and :meth:`decode`.
+
+    Attributes
+    ----------
+    name, tokenizer_name : str
+        What the results record.
+    vocab_size : int
+        Columns of every log-probability row.
+    window : int
+        The most tokens one forward pass may hold.
+    character_level : bool
+        One token per character. Otherwise words carry their leading space (BPE,
+        SentencePiece), and the tasks move a context's trailing whitespace into the
+        continuation, so that ``"... the"`` + ``" king"`` is scored as the model saw it in
+        training rather than as a lone space followed by ``"king"``.
+    prefix : list of int
+        Token ids put before every context (a BOS token where the tokenizer adds one).
+    """
+
+    name: str
+    tokenizer_name: str
+    vocab_size: int
+    window: int
+    character_level: bool
+    prefix: list = field(default_factory=list)
+    parameters: int = 0
+
+    # ---- to implement ------------------------------------------------------------------
+    def logits(self, ids: torch.Tensor, last: torch.Tensor | None = None) -> torch.Tensor:
+        """Float logits for ``ids`` (batch x time): every position, or with ``last`` (one
+        index per row) only those positions (batch x vocab)."""
+        raise NotImplementedError
+
+    def encode(self, text: str) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, ids) -> str:
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        """What a results file records about the model."""
+        return {"name": self.name, "label": getattr(self, "label", self.name),
+                "tokenizer": self.tokenizer_name, "vocab": self.vocab_size,
+                "window": self.window, "parameters": self.parameters,
+                "character_level": self.character_level, "backend": type(self).__name__}
+
+    # ---- written once ------------------------------------------------------------------
+    @torch.inference_mode()
+    def window_logprobs(self, ids) -> np.ndarray:
+        """Float64 log-probabilities (batch x time x vocab) of the next token at every
+        position of equal-length windows (``log_softmax`` of the logits cast to float64).
+
+        The :attr:`prefix` (the BOS token, where the tokenizer adds one) is put before every
+        window, as the model saw text in training; row ``t`` is the distribution after the
+        prefix and the window's first ``t + 1`` tokens."""
+        x = self._windows(ids)
+        if not self.prefix:
+            return torch.log_softmax(self.logits(x).double().cpu(), dim=-1).numpy()
+        p = torch.as_tensor(self.prefix, dtype=torch.long).expand(x.shape[0], -1)
+        z = self.logits(torch.cat([p, x], dim=1))[:, len(self.prefix):]
+        return torch.log_softmax(z.double().cpu(), dim=-1).numpy()
+
+    def _windows(self, ids) -> torch.Tensor:
+        x = torch.as_tensor(np.asarray(ids), dtype=torch.long)
+        if x.ndim != 2:
+            raise ValueError(f"ids must be (batch, time), got shape {tuple(x.shape)}")
+        if x.shape[1] + len(self.prefix) > self.window:
+            raise ValueError(f"windows of {x.shape[1]} tokens (and {len(self.prefix)} prefix) "
+                             f"exceed {self.name}'s window of {self.window}; pass a shorter "
+                             "block")
+        return x
+
+    @torch.inference_mode()
+    def next_token_logprobs(self, contexts) -> np.ndarray:
+        """Float64 log-probabilities (n x vocab) of the token after each context (token id
+        sequences of any lengths, each at most ``window``). Contexts are right-padded: in a
+        causal model padding after the last real token cannot change it."""
+        lengths = np.array([len(c) for c in contexts])
+        if lengths.size == 0:
+            raise ValueError("contexts is empty")
+        if lengths.min() < 1:
+            raise ValueError("every context needs at least one token")
+        if lengths.max() > self.window:
+            raise ValueError(f"a context of {lengths.max()} tokens exceeds the window of "
+                             f"{self.window}; truncate it first")
+        out = np.empty((len(contexts), self.vocab_size))
+        order = np.argsort(-lengths, kind="stable")  # similar lengths share a batch
+        step = _rows_per_block(1, self.vocab_size) if self.vocab_size > 4096 else 1024
+        step = max(1, min(step, 1024))
+        for lo in range(0, len(order), step):
+            rows = order[lo:lo + step]
+            width = int(lengths[rows].max())
+            x = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                x[r, :lengths[i]] = torch.as_tensor(np.asarray(contexts[i]), dtype=torch.long)
+            last = torch.as_tensor(lengths[rows] - 1)
+            z = self.logits(x, last)
+            out[rows] = torch.log_softmax(z.double().cpu(), dim=-1).numpy()
+        return out
+
+    def check_text(self, text: str, ids=None) -> None:
+        """Raise if the tokenizer cannot represent ``text`` (see the backends)."""
+
+    def split_context(self, context: str) -> tuple[str, str]:
+        """``(context, moved)``: for subword tokenizers the context's trailing whitespace is
+        moved to the start of the continuation (see :attr:`character_level`)."""
+        if self.character_level:
+            return context, ""
+        stripped = context.rstrip()
+        return stripped, context[len(stripped):]
+
+    def pair(self, context: str, continuation: str) -> tuple[np.ndarray, np.ndarray, bool]:
+        """Token ids of a context and its continuation, tokenised together.
+
+        ``encode(context + continuation)`` is split after the longest prefix it shares with
+        ``encode(context)``. Returns ``(context_ids, continuation_ids, merged)``; ``merged``
+        is True when a token straddles the boundary (it is then scored with the continuation).
+        """
+        c = self.encode(context)
+        full = self.encode(context + continuation)
+        k = min(len(c), len(full))
+        same = c[:k] == full[:k]
+        k = k if same.all() else int(np.argmin(same))
+        return full[:k], full[k:], k < len(c)
+
+    def _fit(self, ctx: np.ndarray, need: int) -> tuple[np.ndarray, bool]:
+        """Prefix + context cut from the left so that ``need`` more tokens fit the window."""
+        room = self.window - need - len(self.prefix)
+        if room < 1:
+            raise ValueError(f"{need} continuation tokens leave no room for a context in the "
+                             f"{self.window}-token window of {self.name}")
+        cut = len(ctx) > room
+        return np.concatenate([np.asarray(self.prefix, dtype=np.int64), ctx[-room:]]), cut
+
+    @torch.inference_mode()
+    def continuation_logprob(self, contexts, continuations) -> dict:
+        r""":math:`\log p(\text{continuation} \mid \text{context})` for each pair, summed over
+        the continuation's tokens (float64).
+
+        Subword tokenizers: the context's trailing whitespace is moved into the continuation
+        (:meth:`split_context`), which scores the same string. Contexts too long for the
+        window are cut from the left and counted.
+
+        Returns
+        -------
+        dict
+            ``logprob`` (n,), ``tokens`` (continuation tokens per pair), ``truncated``
+            (contexts cut), ``merged`` (pairs whose boundary fell inside a token).
+        """
+        if len(contexts) != len(continuations):
+            raise ValueError("contexts and continuations must have the same length")
+        seqs, starts, conts = [], [], []
+        truncated = merged = 0
+        for ctx, cont in zip(contexts, continuations):
+            c, moved = self.split_context(ctx)
+            ci, oi, mg = self.pair(c, moved + cont)
+            self.check_text(c + moved + cont, np.concatenate([ci, oi]))
+            if len(oi) == 0:
+                raise ValueError(f"continuation {cont!r} has no tokens")
+            ci, cut = self._fit(ci, len(oi))
+            if len(ci) == 0:
+                raise ValueError("an empty context needs a prefix token (BOS) to be scored")
+            truncated += cut
+            merged += mg
+            seqs.append(np.concatenate([ci, oi]))
+            starts.append(len(ci))
+            conts.append(oi)
+        out = np.empty(len(seqs))
+        lengths = np.array([len(s) for s in seqs])
+        order = np.argsort(-lengths, kind="stable")
+        step = max(1, min(256, _rows_per_block(int(lengths.max()), self.vocab_size)))
+        for lo in range(0, len(order), step):
+            rows = order[lo:lo + step]
+            width = int(lengths[rows].max())
+            x = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                x[r, :lengths[i]] = torch.as_tensor(seqs[i])
+            z = self.logits(x)
+            # every continuation token's row at once: (pairs' tokens) x vocab
+            r_idx = np.concatenate([np.full(len(conts[i]), r) for r, i in enumerate(rows)])
+            p_idx = np.concatenate([starts[i] - 1 + np.arange(len(conts[i])) for i in rows])
+            tok = torch.as_tensor(np.concatenate([conts[i] for i in rows]))
+            lp = torch.log_softmax(z[torch.as_tensor(r_idx), torch.as_tensor(p_idx)]
+                                   .double().cpu(), dim=-1)
+            per_tok = lp.gather(1, tok[:, None])[:, 0].numpy()
+            bounds = np.r_[0, np.cumsum([len(conts[i]) for i in rows])[:-1]]
+            out[rows] = np.add.reduceat(per_tok, bounds)
+        return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
+                "truncated": int(truncated), "merged": int(merged)}
+
+    @torch.inference_mode()
+    def sample(self, contexts, m: int, *, temperature: float = 0.5, max_tokens: int = 16,
+               seed: int = 0, greedy: bool = False, stop=one_word, progress=False) -> dict:
+        r"""``m`` sampled answers per context, each continuation cut by ``stop``.
+
+        The samples of one context grow on a prefix tree, as in
+        :func:`standarderror.llm.semantic.sample`: at each depth every live prefix is run
+        once, and the ``c`` samples on it draw their next tokens jointly from
+        :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\log p / T))` with
+        ``numpy.random.default_rng(seed)``; a prefix stops when ``stop`` returns its answer.
+        The law is that of ``m`` independent samples; with a character tokenizer and the
+        same seed the draws are those of ``semantic.sample``. ``temperature=0`` is greedy.
+        (Each depth re-runs the whole prefix: simple, and fine for short answers; a serving
+        engine with prefix caching would not redo that work.) ``progress``: a label for a
+        tqdm bar over the blocks of contexts (the bar does not change the random stream).
+
+        Returns
+        -------
+        dict
+            ``answers`` (n lists of m strings, in a seeded random order), ``greedy`` (the
+            argmax-decoded answer per context, when asked), ``unterminated`` (samples cut
+            at ``max_tokens`` before ``stop`` ended them), ``truncated`` (contexts cut to
+            fit the window).
+        """
+        _checks.positive_int(m, "m")
+        if not np.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+        _checks.positive_int(max_tokens, "max_tokens")
+        prompts, moved, truncated = [], [], 0
+        for ctx in contexts:
+            c, mv = self.split_context(ctx)
+            ids = self.encode(c)
+            self.check_text(c, ids)
+            ids, cut = self._fit(ids, max_tokens)
+            truncated += cut
+            prompts.append(ids)
+            moved.append(mv)
+        rng = np.random.default_rng(seed)
+        per = max(1, 1024 // min(m, 16))
+        out, best, counts = [], [], {"unterminated": 0}
+        starts = range(0, len(prompts), per)
+        if progress:
+            from tqdm.auto import tqdm
+
+            starts = tqdm(starts, desc=str(progress), leave=False)
+        for q0 in starts:
+            ps, mv = prompts[q0:q0 + per], moved[q0:q0 + per]
+            first = self.next_token_logprobs(ps)
+            for words in self._tree(ps, mv, first, m, temperature, rng, max_tokens, stop,
+                                    counts):
+                out.append([words[j] for j in rng.permutation(m)])
+            if greedy:
+                best.extend(w[0] for w in self._tree(ps, mv, first, 1, 0.0, rng, max_tokens,
+                                                     stop, {"unterminated": 0}))
+        res = {"answers": out, "unterminated": counts["unterminated"], "truncated": truncated}
+        if greedy:
+            res["greedy"] = best
+        return res
+
+    def _tree(self, prompts, moved, logp, m, temperature, rng, steps, stop, counts):
+        nq = len(prompts)
+        node_q = np.arange(nq)
+        node_tok: list[list[int]] = [[] for _ in range(nq)]
+        node_count = np.full(nq, m)
+        done: list[list[str]] = [[] for _ in range(nq)]
+        for i in range(steps):
+            parent, tok, c = self._draw(logp, node_count, temperature, rng)
+            keep = []
+            for pr, tk, k in zip(parent, tok, c):
+                toks = node_tok[pr] + [int(tk)]
+                text = self.decode(toks)
+                q = node_q[pr]
+                if moved[q] and text.startswith(moved[q]):
+                    text = text[len(moved[q]):]
+                answer = stop(text)
+                if answer is None and i + 1 == steps:
+                    answer = first_word(text)
+                    counts["unterminated"] += int(k)
+                if answer is None:
+                    keep.append((pr, toks, k))
+                else:
+                    done[q].extend([answer] * int(k))
+            if not keep:
+                break
+            node_q = np.array([node_q[pr] for pr, _, _ in keep])
+            node_tok = [t for _, t, _ in keep]
+            node_count = np.array([k for _, _, k in keep])
+            logp = self.next_token_logprobs(
+                [np.concatenate([prompts[q], np.asarray(t, dtype=np.int64)])
+                 for q, t in zip(node_q, node_tok)])
+        return done
+
+    @staticmethod
+    def _draw(logp, node_count, temperature, rng):
+        """Children of each live prefix: (parent, token, count) with positive counts."""
+        parents, toks, cs = [], [], []
+        step = _rows_per_block(1, logp.shape[1])
+        for lo in range(0, logp.shape[0], step):
+            lp, nc = logp[lo:lo + step], node_count[lo:lo + step]
+            if temperature == 0:
+                counts = np.zeros(lp.shape, dtype=np.int64)
+                counts[np.arange(len(nc)), lp.argmax(-1)] = nc
+            else:
+                p = torch.softmax(torch.from_numpy(lp) / temperature, dim=-1).numpy()
+                p /= p.sum(1, keepdims=True)
+                counts = rng.multinomial(nc, p)
+            parent, tok = np.nonzero(counts)
+            parents.append(parent + lo)
+            toks.append(tok)
+            cs.append(counts[parent, tok])
+        return np.concatenate(parents), np.concatenate(toks), np.concatenate(cs)
