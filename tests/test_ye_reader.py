@@ -1,4 +1,4 @@
-"""The release reader of data/reviews/_ye.py against crafted files (issue 23).
+"""The release reader of data/reviews/_ye_pickle.py (re-exported by _ye.py) against crafted files (issue 23).
 
 Every hostile file is built here, opcode by opcode or with a reducer, and each test failed on
 the reader before issue 23 (which unpickled with numpy's own ``_reconstruct`` and ``dtype``):
@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 _ye = ye_module()
+_reader = sys.modules["_ye_pickle"]  # where read_logits reads its caps
 _RECONSTRUCT = np.ndarray((0,)).__reduce__()[0]
 
 
@@ -283,13 +284,13 @@ def test_caps_on_size_and_opcodes(tmp_path, monkeypatch):
     data = pickle.dumps(_records(40), protocol=4)
     f = _write(tmp_path, data)
     assert len(_ye.read_logits(f)) == 40
-    monkeypatch.setattr(_ye, "MAX_BYTES", len(data) - 1)
+    monkeypatch.setattr(_reader, "MAX_BYTES", len(data) - 1)
     _refused(f, "bytes")
-    monkeypatch.setattr(_ye, "MAX_BYTES", len(data))
+    monkeypatch.setattr(_reader, "MAX_BYTES", len(data))
     ops = sum(1 for _ in pickletools.genops(data))
-    monkeypatch.setattr(_ye, "MAX_OPCODES", ops - 1)
+    monkeypatch.setattr(_reader, "MAX_OPCODES", ops - 1)
     _refused(f, "opcodes")
-    monkeypatch.setattr(_ye, "MAX_OPCODES", ops)
+    monkeypatch.setattr(_reader, "MAX_OPCODES", ops)
     assert len(_ye.read_logits(f)) == 40
 
 
