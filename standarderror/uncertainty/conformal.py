@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
 from standarderror import _checks
+from standarderror.uncertainty.scaling import scale
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")
@@ -316,22 +316,12 @@ def _ye_sets(p_cal, y_cal, p_test, alpha: float, score: str, fallback: bool) -> 
 
 
 def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
-    """Row-wise :math:`\\mathrm{softmax}(z / T)`, computed in log space (float64).
-
-    A row whose ``z / T`` overflows (a temperature so small that ``1/T`` is finite but
-    ``z/T`` is not, such as 1e-308) is computed as :math:`\\mathrm{softmax}((z - z_{\\max})
-    / T)`, equal in exact arithmetic: every exponent is then <= 0, an entry far below the
-    maximum gets probability 0, and the entries tied at the maximum share the mass (the
-    limit as T -> 0). Other rows are computed as ``log_softmax(z / T)``, unchanged."""
+    r"""Row-wise :math:`\mathrm{softmax}(z / T)` in float64: the probabilities of
+    :func:`standarderror.uncertainty.scaling.scale`, the one softmax at T of the package
+    (computed in log space from the row maximum, so a temperature as small as 1e-308 gives
+    the limit as T -> 0: the entries tied at the maximum share the mass). Logits must be
+    finite, with at least two classes (columns)."""
     z = _checks.array(logits, "logits", ndim=2)
     if z.shape[1] < 2:
         raise ValueError(f"logits must have at least two classes (columns), got shape {z.shape}")
-    t = _checks.temperature(temperature)
-    with np.errstate(over="ignore"):
-        scaled = z / t
-    over = ~np.isfinite(scaled).all(axis=1)
-    if over.any():
-        with np.errstate(over="ignore"):
-            shifted = z[over] - z[over].max(axis=1, keepdims=True)   # <= 0, or -inf
-            scaled[over] = shifted / t                               # 0 at the max, or -inf
-    return np.exp(special.log_softmax(scaled, axis=1))
+    return np.exp(scale(z, _checks.temperature(temperature)))

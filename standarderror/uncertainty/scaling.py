@@ -64,7 +64,8 @@ def _scale(z: np.ndarray, t: float) -> np.ndarray:
     """:func:`scale` on validated 2-D input (hot loops skip re-validation)."""
     rows = np.arange(z.shape[0])
     top = z.argmax(axis=1)
-    shifted = (z - z[rows, top][:, None]) / t
+    with np.errstate(over="ignore"):  # a gap or ratio past float64's range is -inf: p = 0
+        shifted = (z - z[rows, top][:, None]) / t
     e = np.exp(shifted)
     e[rows, top] = 0.0
     return shifted - np.log1p(e.sum(axis=1))[:, None]

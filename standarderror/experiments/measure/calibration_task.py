@@ -241,15 +241,15 @@ def _window_stats(conf, ok, nll, rows, counts, block, bins, seed, draws) -> dict
 
 def ece_floor(confidence, bins: int = 15, *, draws: int = 100, seed: int = 0) -> dict:
     """The ECE floor of Episode 2 at this sample: the mean (and sd) of the ECE of labels
-    drawn from the confidences themselves (a model calibrated by construction,
-    :func:`~standarderror.uncertainty.binning.calibrated_labels`). It equals
-    :func:`~standarderror.uncertainty.binning.ece_floor` at ``sizes=[len(confidence)]``,
-    whose subset of every row is only a reordering, without that function's sort."""
+    drawn from the confidences themselves (a model calibrated by construction). It is
+    :func:`~standarderror.uncertainty.binning.ece_floor` at ``sizes=[len(confidence)]`` and
+    the one bin count ``bins``: each draw is a reordering of every row, sorted, then
+    labelled."""
     from standarderror.uncertainty import binning
 
     c = np.asarray(confidence, dtype=float)
-    e = binning.ece_batch(c, binning.calibrated_labels(c, draws, seed=seed + 1), bins)
-    return {"mean": float(e.mean()), "sd": float(e.std(ddof=1)), "draws": int(draws)}
+    row = binning.ece_floor(c, [c.size], bins=(bins,), draws=draws, seed=seed)["rows"][0]
+    return {"mean": row["mean"], "sd": row["sd"], "draws": int(draws)}
 
 
 def is_ours(lm: LanguageModel) -> bool:
