@@ -269,8 +269,9 @@ def encode_file(lm: LanguageModel, path, *, chunk_bytes: int | None = None,
     ``chunk_bytes`` (cut after a line end where there is one), so memory stays bounded
     whatever the file: at most ``max_bytes`` are read (a larger file, or an endless one such
     as ``/dev/zero``, is refused). Each block is checked as
-    :meth:`~standarderror.llm.interface.base.LanguageModel.check_text` checks text. Raises ``ValueError`` naming the file for bytes
-    that are not UTF-8, NUL bytes (not a text file), an empty file or one past the limit.
+    :meth:`~standarderror.llm.interface.base.LanguageModel.check_text` checks text. Raises
+    ``ValueError`` naming the file for bytes that are not UTF-8, NUL bytes (not a text
+    file), an empty file or one past the limit.
 
     A token cannot straddle a block boundary; a large file therefore tokenises as the
     concatenation of its blocks (which differs from one call on the whole text only at the
