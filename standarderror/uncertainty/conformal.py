@@ -22,7 +22,7 @@ import math
 import numpy as np
 
 from standarderror import _checks
-from standarderror.uncertainty.scaling import scale
+from standarderror.uncertainty.scaling import _scale
 
 SCORES = ("lac", "aps")
 QUANTILES = ("textbook", "ye")
@@ -324,4 +324,4 @@ def softmax_logits(logits, temperature: float = 1.0) -> np.ndarray:
     z = _checks.array(logits, "logits", ndim=2)
     if z.shape[1] < 2:
         raise ValueError(f"logits must have at least two classes (columns), got shape {z.shape}")
-    return np.exp(scale(z, _checks.temperature(temperature)))
+    return np.exp(_scale(z, _checks.temperature(temperature)))  # z is validated here
