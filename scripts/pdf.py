@@ -55,7 +55,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from standarderror._browser import CHROMEDRIVER, CHROMIUM, chromium, serve
+from standarderror._browser import Unavailable, chromium, require, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -638,10 +638,10 @@ def main(argv=None) -> int:
     ap.add_argument("--wrapped", action="store_true",
                     help="also report the code lines too long for the printed column (slower)")
     args = ap.parse_args(argv)
-    for exe in (CHROMIUM, CHROMEDRIVER):
-        if not Path(exe).is_file():
-            raise SystemExit(f"pdf: {exe} not found: install the browser with "
-                             "`bash scripts/setup_browser.sh`")
+    try:
+        require()
+    except Unavailable as exc:
+        raise SystemExit(f"pdf: {exc}") from None
     info = build(args.html, args.out, args.jobs, args.toc, args.wrapped)
     print(f"pdf: {info['entries']} pages of the table of contents, {info['pages']} PDF pages "
           f"-> {args.out / 'book.pdf'} (and one PDF per page; copied to "

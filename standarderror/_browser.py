@@ -69,6 +69,15 @@ def serve(folder: Path | str) -> Server:
     return httpd
 
 
+def require() -> None:
+    """Raise :class:`Unavailable`, saying what to install, when Chromium or chromedriver is
+    missing (the PDF printer checks this before it starts; :func:`chromium` on every start)."""
+    for exe in (CHROMIUM, CHROMEDRIVER):
+        if not Path(exe).is_file():
+            raise Unavailable(f"{exe} not found: install the browser with "
+                              "`bash scripts/setup_browser.sh`")
+
+
 def chromium(profile: str, *, window: str = "1280,1000", timeout: float = 60):
     """Headless Chromium through chromedriver, offline, with its profile in ``profile`` and the
     browser's console log kept (``driver.get_log("browser")``). Raises :class:`Unavailable`,
@@ -79,10 +88,7 @@ def chromium(profile: str, *, window: str = "1280,1000", timeout: float = 60):
     except ImportError:
         raise Unavailable("selenium is not installed (it is in the test extra: "
                           "pip install -e '.[test]')") from None
-    for exe in (CHROMIUM, CHROMEDRIVER):
-        if not Path(exe).is_file():
-            raise Unavailable(f"{exe} not found: install the browser with "
-                              "`bash scripts/setup_browser.sh`")
+    require()
     opts = webdriver.ChromeOptions()
     opts.binary_location = CHROMIUM
     for arg in (*FLAGS, f"--window-size={window}", f"--user-data-dir={profile}"):
