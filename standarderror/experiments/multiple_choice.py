@@ -42,8 +42,8 @@ The score (:func:`option_logits`)
     split-conformal protocol.
 
 Everything is computed fresh (nothing is cached on disk). The context is run once per
-question with a key/value cache and the six continuations are scored one character at a
-time from that cache.
+question with a key/value cache, and the six continuations are scored together from that
+cache (:meth:`~standarderror.llm.gpt.GPT.hidden` with ``prefixes``).
 """
 
 from __future__ import annotations

@@ -4,6 +4,9 @@
   (:class:`Config`), its output head tied to the token embedding.
 * :func:`log_probabilities` runs the model over a batch of ids; :func:`generate` samples
   continuations with a key/value cache.
+* :meth:`GPT.hidden` with ``prefixes`` runs tokens after a prefix's cached keys and values,
+  under a mask, so that several continuations of one prefix run in one pass (the
+  multiple-choice scorer's six options).
 
 The committed weights are loaded, hash-verified, by :func:`standarderror.llm.weights.load`.
 """
