@@ -195,10 +195,14 @@ def test_attention_after_a_prefix_refuses_bad_input():
             run(prefixes=[k for k, _ in prefixes])
         with pytest.raises(ValueError, match="prefixes must hold one"):
             run(prefixes=prefixes[:1])
+        with pytest.raises(ValueError, match="prefixes must hold one"):
+            run(prefixes=[prefixes[0], None])
         with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
             run(positions=None)
         with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
             run(positions=pos[:3])
+        with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
+            run(positions=pos.double())
         with pytest.raises(ValueError, match="positions must lie in"):
             run(positions=pos + 20)
         with pytest.raises(ValueError, match="positions and mask are used only"):

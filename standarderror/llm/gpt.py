@@ -178,11 +178,11 @@ class GPT(nn.Module):
             if caches is not None or start != 0:
                 raise ValueError("prefixes cannot be combined with caches or start; give "
                                  "positions instead")
-            if len(prefixes) != len(self.blocks):
+            if len(prefixes) != len(self.blocks) or any(p is None for p in prefixes):
                 raise ValueError(f"prefixes must hold one (k, v) pair per block "
                                  f"({len(self.blocks)}), got {len(prefixes)}")
             if not isinstance(positions, torch.Tensor) or positions.shape != (t,) \
-                    or positions.is_floating_point() or positions.is_complex():
+                    or positions.dtype not in (torch.int64, torch.int32):
                 raise ValueError(f"positions must be a 1-D integer tensor of length {t} "
                                  "with prefixes")
             if positions.min() < 0 or positions.max() >= self.cfg.block:
@@ -190,8 +190,7 @@ class GPT(nn.Module):
                                  f"{int(positions.min())} to {int(positions.max())}")
         x = self.tok(idx) + self.pos(positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i], prefix=prefixes[i],
-                      mask=None if prefixes[i] is None else mask)
+            x = block(x, None if caches is None else caches[i], prefix=prefixes[i], mask=mask)
         return x
 
     def head(self, h):
