@@ -116,6 +116,103 @@ def test_cached_generation_equals_full_recomputation(m):
     assert torch.equal(out, seq[:, ctx.shape[1]:])
 
 
+def _random_gpt(seed=0):
+    """A small random model with weights large enough that attention is far from uniform
+    (at the default 0.02 initialisation every attention pattern looks alike)."""
+    g = torch.Generator().manual_seed(seed)
+    net = tiny.GPT(tiny.Config(vocab=13, block=16, layers=2, heads=2, width=8)).eval()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.7)
+    return net, g
+
+
+def _continuations(lengths, s):
+    """Positions and the block-diagonal causal mask of continuations laid end to end."""
+    pos = torch.cat([torch.arange(s, s + n) for n in lengths])
+    which = torch.cat([torch.full((n,), i) for i, n in enumerate(lengths)])
+    mask = (which[:, None] == which[None, :]) & (pos[None, :] <= pos[:, None])
+    return pos, mask
+
+
+def test_attention_after_a_prefix_equals_the_full_sequence():
+    # continuations of unequal lengths laid end to end after one prefix, each scored against
+    # the prefix's cached keys and values, against GPT.forward on every prefix + continuation
+    # string. The prefix pass writes its softmax as matrix products, GPT.forward uses
+    # scaled_dot_product_attention: the same quantity, different float32 arithmetic, so
+    # equal to float32 rounding (1e-5), not bit for bit.
+    net, g = _random_gpt()
+    b, s, lengths = 3, 5, (2, 4, 3)
+    ctx = torch.randint(0, 13, (b, s), generator=g)
+    conts = [torch.randint(0, 13, (b, n), generator=g) for n in lengths]
+    pos, mask = _continuations(lengths, s)
+    with torch.no_grad():
+        caches = [{} for _ in net.blocks]
+        first = net.head(net.hidden(ctx, caches))
+        prefixes = [(c["k"], c["v"]) for c in caches]
+        out = net.head(net.hidden(torch.cat(conts, 1), prefixes=prefixes, positions=pos,
+                                  mask=mask))
+        wrong = net.head(net.hidden(torch.cat(conts, 1), prefixes=prefixes, positions=pos,
+                                    mask=pos[None, :] <= pos[:, None]))  # options see each other
+        np.testing.assert_allclose(first, net(ctx), rtol=0, atol=1e-5)
+        at = 0
+        for cont, n in zip(conts, lengths):
+            full = net(torch.cat([ctx, cont], 1))[:, s:]
+            np.testing.assert_allclose(out[:, at:at + n], full, rtol=0, atol=1e-5)
+            at += n
+        assert (wrong - out).abs().max() > 1e-2          # the mask matters: the test can fail
+
+
+def test_attention_after_a_prefix_refuses_bad_input():
+    net, g = _random_gpt()
+    s, lengths = 5, (2, 3)
+    ctx = torch.randint(0, 13, (2, s), generator=g)
+    x = torch.randint(0, 13, (2, 5), generator=g)
+    pos, mask = _continuations(lengths, s)
+    with torch.no_grad():
+        caches = [{} for _ in net.blocks]
+        net.hidden(ctx, caches)
+        prefixes = [(c["k"], c["v"]) for c in caches]
+
+        def run(**kw):
+            args = {"prefixes": prefixes, "positions": pos, "mask": mask} | kw
+            return net.hidden(x, **args)
+
+        run()                                                  # the good call runs
+        with pytest.raises(ValueError, match="mask must be a boolean tensor of shape"):
+            run(mask=mask[:4, :4])
+        with pytest.raises(ValueError, match="mask must be a boolean tensor"):
+            run(mask=mask.int())
+        with pytest.raises(ValueError, match="mask must be a boolean tensor"):
+            run(mask=None)
+        with pytest.raises(ValueError, match="prefix keys must have shape"):
+            run(prefixes=[(k[:1], v[:1]) for k, v in prefixes])      # wrong batch
+        with pytest.raises(ValueError, match="prefix keys must have shape"):
+            run(prefixes=[(k[..., :2], v[..., :2]) for k, v in prefixes])  # wrong head width
+        with pytest.raises(ValueError, match="prefix values must have the keys' shape"):
+            run(prefixes=[(k, v[:, :, :2]) for k, v in prefixes])
+        with pytest.raises(ValueError, match="prefix must be a pair"):
+            run(prefixes=[k for k, _ in prefixes])
+        with pytest.raises(ValueError, match="prefixes must hold one"):
+            run(prefixes=prefixes[:1])
+        with pytest.raises(ValueError, match="prefixes must hold one"):
+            run(prefixes=[prefixes[0], None])
+        with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
+            run(positions=None)
+        with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
+            run(positions=pos[:3])
+        with pytest.raises(ValueError, match="positions must be a 1-D integer tensor"):
+            run(positions=pos.double())
+        with pytest.raises(ValueError, match="positions must lie in"):
+            run(positions=pos + 20)
+        with pytest.raises(ValueError, match="positions and mask are used only"):
+            net.hidden(x, mask=mask)
+        with pytest.raises(ValueError, match="mask is used only with a prefix"):
+            net.blocks[0].attn(torch.zeros(2, 5, 8), mask=mask)
+        with pytest.raises(ValueError, match="prefixes cannot be combined"):
+            net.hidden(x, [{} for _ in net.blocks], prefixes=prefixes, positions=pos, mask=mask)
+
+
 def test_sampling_is_seeded(m):
     ctx = torch.from_numpy(tiny.encode("KING:\n", m["stoi"]))[None]
     a = tiny.generate(m["model"], ctx, 30, temperature=1.0, generator=torch.Generator().manual_seed(5))

@@ -42,8 +42,8 @@ The score (:func:`option_logits`)
     split-conformal protocol.
 
 Everything is computed fresh (nothing is cached on disk). The context is run once per
-question with a key/value cache and the six continuations are scored one character at a
-time from that cache.
+question with a key/value cache, and the six continuations are scored together from that
+cache (:meth:`~standarderror.llm.gpt.GPT.hidden` with ``prefixes``).
 """
 
 from __future__ import annotations
@@ -160,38 +160,6 @@ def questions(count: int = 720, seed: int = 0, *, pool: int = 500,
             "word": words, "start": np.array(starts), "seed": seed}
 
 
-def _attend(block, x, prefix=None, mask=None):
-    """One block's self-attention sub-layer, computed as
-    :class:`~standarderror.llm.gpt.SelfAttention` computes it, for ``x`` (n, t, C).
-
-    Without ``prefix``: causal attention within ``x`` (the context pass); returns the output
-    and the keys and values. With ``prefix = (k, v)`` of shape (n, H, s, d): every position
-    of ``x`` attends to all ``s`` prefix positions and to the positions of ``x`` that
-    ``mask`` (t x t, True = allowed) permits. The six options of a question are laid end to
-    end in ``x`` and ``mask`` is block-diagonal and causal, so each option sees the context
-    and its own earlier characters only.
-    """
-    attn = block.attn
-    n, t, c = x.shape
-    h = attn.heads
-    d = c // h
-    q, k, v = attn.qkv(block.ln1(x)).split(c, dim=2)
-    q, k, v = (z.view(n, t, h, d).transpose(1, 2) for z in (q, k, v))   # (n, H, t, d)
-    if prefix is None:
-        y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
-        kept = (k, v)
-    else:
-        kc, vc = prefix
-        scale = 1.0 / np.sqrt(d)
-        scores = torch.cat([q @ kc.transpose(-1, -2),
-                            (q @ k.transpose(-1, -2)).masked_fill(~mask, float("-inf"))], dim=-1)
-        w = torch.softmax(scores * scale, dim=-1)
-        s = kc.shape[2]
-        y = w[..., :s] @ vc + w[..., s:] @ v
-        kept = None
-    return attn.proj(y.transpose(1, 2).reshape(n, t, c)), kept
-
-
 def boundary_ids(stoi: dict) -> np.ndarray:
     """Token ids of the characters that end a word in :func:`questions`: every character of
     the vocabulary that is neither a letter nor an apostrophe nor a hyphen."""
@@ -248,19 +216,13 @@ def _option_scores(model: dict, qs: dict, chunk: int) -> tuple[np.ndarray, np.nd
             rows = group[lo:lo + chunk]
             m = len(rows)
             o_ids = torch.from_numpy(ids[lo:lo + chunk])                   # (m, 6, w)
-            x = net.tok(torch.from_numpy(ctx[rows])) + net.pos(torch.arange(s))
-            xo = net.tok(o_ids.reshape(m, k * width)) + net.pos(pos_o)
-            for block in net.blocks:
-                a, kv = _attend(block, x)
-                x = x + a
-                x = x + block.mlp(block.ln2(x))
-                a, _ = _attend(block, xo, prefix=kv, mask=mask)
-                xo = xo + a
-                xo = xo + block.mlp(block.ln2(xo))
-            first = torch.log_softmax((net.ln(x[:, -1]) @ net.tok.weight.T).double(), -1)
+            caches = [{} for _ in net.blocks]
+            x = net.hidden(torch.from_numpy(ctx[rows]), caches)           # the context, once
+            xo = net.hidden(o_ids.reshape(m, k * width), positions=pos_o, mask=mask,
+                            prefixes=[(c["k"], c["v"]) for c in caches])  # six options
+            first = torch.log_softmax(net.head(x[:, -1]).double(), -1)
             lp = first.gather(1, o_ids[:, :, 0])                           # (m, 6)
-            h = net.ln(xo.view(m, k, width, -1))
-            rest = torch.log_softmax((h @ net.tok.weight.T).double(), -1)     # (m, 6, w, V)
+            rest = torch.log_softmax(net.head(xo.view(m, k, width, -1)).double(), -1)
             if width > 1:
                 nxt = o_ids[:, :, 1:].unsqueeze(-1)
                 lp = lp + rest[:, :, :-1].gather(-1, nxt).squeeze(-1).sum(-1)

@@ -4,6 +4,9 @@
   (:class:`Config`), its output head tied to the token embedding.
 * :func:`log_probabilities` runs the model over a batch of ids; :func:`generate` samples
   continuations with a key/value cache.
+* :meth:`GPT.hidden` with ``prefixes`` runs tokens after a prefix's cached keys and values,
+  under a mask, so that several continuations of one prefix run in one pass (the
+  multiple-choice scorer's six options).
 
 The committed weights are loaded, hash-verified, by :func:`standarderror.llm.weights.load`.
 """
@@ -39,10 +42,35 @@ class SelfAttention(nn.Module):
         self.qkv = nn.Linear(cfg.width, 3 * cfg.width)
         self.proj = nn.Linear(cfg.width, cfg.width)
 
-    def forward(self, x, cache=None):
+    def forward(self, x, cache=None, *, prefix=None, mask=None):
+        """Multi-head self-attention over ``x`` (batch x time x width).
+
+        Without ``prefix``: causal attention within ``x``, after the keys and values in
+        ``cache`` (a dict, filled with this call's keys and values) when one is given.
+
+        With ``prefix = (k, v)``, keys and values of shape (batch, heads, s, width / heads)
+        computed by an earlier pass (a ``cache`` after it): every position of ``x`` attends
+        to all ``s`` prefix positions and to the positions of ``x`` that ``mask`` permits
+        (a boolean time x time tensor, ``mask[i, j]`` True when position ``i`` may attend
+        to position ``j``). Several continuations of one prefix laid end to end in ``x``,
+        with a block-diagonal causal ``mask``, are then each computed as if run after the
+        prefix alone.
+        """
         b, t, c = x.shape
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if prefix is not None:
+            kc, vc = self._checked_prefix(prefix, mask, cache, q)
+            scale = 1.0 / np.sqrt(q.shape[-1])
+            scores = torch.cat([q @ kc.transpose(-1, -2),
+                                (q @ k.transpose(-1, -2)).masked_fill(~mask, float("-inf"))],
+                               dim=-1)
+            w = torch.softmax(scores * scale, dim=-1)
+            s = kc.shape[2]
+            y = w[..., :s] @ vc + w[..., s:] @ v
+            return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        if mask is not None:
+            raise ValueError("mask is used only with a prefix; pass prefix=(k, v) as well")
         if cache is not None:  # generation: prepend the keys and values seen so far
             if "k" in cache:
                 k = torch.cat([cache["k"], k], dim=2)
@@ -51,6 +79,30 @@ class SelfAttention(nn.Module):
         causal = k.shape[2] == t  # a single new query attends to every cached key
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal and t > 1)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+    @staticmethod
+    def _checked_prefix(prefix, mask, cache, q):
+        """``prefix``'s keys and values, after checking them and ``mask`` against ``q``."""
+        if cache is not None:
+            raise ValueError("prefix and cache cannot be combined: a prefix pass keeps no cache")
+        b, h, t, d = q.shape
+        if not (isinstance(prefix, (tuple, list)) and len(prefix) == 2
+                and all(isinstance(z, torch.Tensor) for z in prefix)):
+            raise ValueError("prefix must be a pair (k, v) of tensors")
+        kc, vc = prefix
+        if kc.dim() != 4 or kc.shape[:2] != (b, h) or kc.shape[3] != d or kc.shape[2] < 1:
+            raise ValueError(f"prefix keys must have shape ({b}, {h}, s, {d}) with s >= 1, "
+                             f"got {tuple(kc.shape)}")
+        if vc.shape != kc.shape:
+            raise ValueError(f"prefix values must have the keys' shape {tuple(kc.shape)}, "
+                             f"got {tuple(vc.shape)}")
+        if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool \
+                or mask.shape != (t, t):
+            got = (f"{mask.dtype} {tuple(mask.shape)}" if isinstance(mask, torch.Tensor)
+                   else type(mask).__name__)
+            raise ValueError(f"mask must be a boolean tensor of shape ({t}, {t}) with a "
+                             f"prefix, got {got}")
+        return kc, vc
 
 
 class Block(nn.Module):
@@ -63,8 +115,10 @@ class Block(nn.Module):
             nn.Linear(cfg.width, 4 * cfg.width), nn.GELU(), nn.Linear(4 * cfg.width, cfg.width)
         )
 
-    def forward(self, x, cache=None):
-        x = x + self.attn(self.ln1(x), cache)
+    def forward(self, x, cache=None, *, prefix=None, mask=None):
+        """The pre-norm residual block; ``cache``, ``prefix`` and ``mask`` go to the
+        attention (:meth:`SelfAttention.forward`)."""
+        x = x + self.attn(self.ln1(x), cache, prefix=prefix, mask=mask)
         return x + self.mlp(self.ln2(x))
 
 
@@ -99,13 +153,50 @@ class GPT(nn.Module):
     def forward(self, idx, caches=None, start=0):
         """Logits for every position of ``idx`` (batch x time); ``caches`` is used by
         :func:`generate`, with ``start`` the position of ``idx[:, 0]``."""
+        return self.head(self.hidden(idx, caches, start))
+
+    def hidden(self, idx, caches=None, start=0, *, prefixes=None, positions=None, mask=None):
+        """The last block's output (batch x time x width, before the final layer norm) for
+        every position of ``idx``; :meth:`head` turns it into logits.
+
+        ``caches`` and ``start`` are :meth:`forward`'s. A pass after a prefix: ``prefixes``
+        holds one ``(k, v)`` pair per block (``(c["k"], c["v"])`` of each cache a pass over
+        the prefix filled), ``positions`` the position of each token of ``idx`` (a 1-D
+        integer tensor, in place of ``start``), and ``mask`` which tokens of ``idx`` each
+        token attends to besides the prefix (see :meth:`SelfAttention.forward`).
+        """
         t = idx.shape[1]
-        if start + t > self.cfg.block:
-            raise ValueError(f"sequence of {start + t} exceeds the context of {self.cfg.block}")
-        x = self.tok(idx) + self.pos(torch.arange(start, start + t, device=idx.device))
+        if prefixes is None:
+            if positions is not None or mask is not None:
+                raise ValueError("positions and mask are used only with prefixes")
+            if start + t > self.cfg.block:
+                raise ValueError(f"sequence of {start + t} exceeds the context of "
+                                 f"{self.cfg.block}")
+            positions = torch.arange(start, start + t, device=idx.device)
+            prefixes = [None] * len(self.blocks)
+        else:
+            if caches is not None or start != 0:
+                raise ValueError("prefixes cannot be combined with caches or start; give "
+                                 "positions instead")
+            if len(prefixes) != len(self.blocks) or any(p is None for p in prefixes):
+                raise ValueError(f"prefixes must hold one (k, v) pair per block "
+                                 f"({len(self.blocks)}), got {len(prefixes)}")
+            if not isinstance(positions, torch.Tensor) or positions.shape != (t,) \
+                    or positions.dtype not in (torch.int64, torch.int32):
+                raise ValueError(f"positions must be a 1-D integer tensor of length {t} "
+                                 "with prefixes")
+            if positions.min() < 0 or positions.max() >= self.cfg.block:
+                raise ValueError(f"positions must lie in [0, {self.cfg.block}), got "
+                                 f"{int(positions.min())} to {int(positions.max())}")
+        x = self.tok(idx) + self.pos(positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
-        return self.ln(x) @ self.tok.weight.T
+            x = block(x, None if caches is None else caches[i], prefix=prefixes[i], mask=mask)
+        return x
+
+    def head(self, h):
+        """Logits from :meth:`hidden`'s output: the final layer norm, then the output head
+        (tied to the token embedding)."""
+        return self.ln(h) @ self.tok.weight.T
 
 
 def parameter_count(model: nn.Module) -> int:
