@@ -13,6 +13,12 @@
 #   - TORCH_SPEC (default: lock.txt's torch, "torch==2.13.0") is what gets installed;
 #   - TORCH_PIP_ARGS (default empty) is passed to that one pip call, e.g. the CPU-only wheel
 #     index from PyTorch's installation page on a Linux laptop where PyPI serves CUDA builds.
+#
+# Installer: the locked install runs through uv (UV_SPEC, default uv==0.13.9, itself installed
+# by pip into .venv), which installs the same exact versions as pip in about a third of the
+# time (measured on a clean clone: 46 s against 145 s, bytecode compiled as pip does). uv reads
+# no pip configuration; if it cannot be installed or its install fails, pip does the install.
+# INSTALLER=pip skips uv. LOCK=0 always uses pip (its resolver's upgrade strategy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -41,7 +47,14 @@ else
   want="lock $(sha256sum "$LOCKFILE" | cut -c1-64)"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing standarderror[book,test] (editable) at the versions of $LOCKFILE"
-    $PIP install -q -c "$LOCKFILE" -e ".[book,test]"
+    if [ "${INSTALLER:-uv}" = uv ] && $PIP install -q "${UV_SPEC:-uv==0.13.9}" \
+        && .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python \
+             -c "$LOCKFILE" -e ".[book,test]"; then
+      echo "setup: installed with uv"
+    else
+      if [ "${INSTALLER:-uv}" = uv ]; then echo "setup: uv unavailable or failed; installing with pip"; fi
+      $PIP install -q -c "$LOCKFILE" -e ".[book,test]"
+    fi
     echo "$want" > "$stamp"
   fi
 fi

@@ -57,5 +57,7 @@ def test_lock_has_no_local_versions_and_torch_is_the_cpu_release():
 def test_setup_installs_from_the_lock_by_default():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert 'LOCK=${LOCK:-1}' in setup
-    assert '-c "$LOCKFILE" -e ".[book,test]"' in setup
+    # both installers, uv and the pip it falls back to, install the lock's versions
+    assert setup.count('-c "$LOCKFILE" -e ".[book,test]"') == 2
+    assert 'uv pip install -q --compile-bytecode --python .venv/bin/python' in setup
     assert "LOCKFILE=lock.txt" in setup
