@@ -533,3 +533,83 @@ def test_the_nll_curve_does_not_depend_on_how_many_threads_share_its_rows(monkey
     lt = z / 2.0 - np.log(np.exp(z / 2.0).sum(1, keepdims=True))
     f = scaling._nll_curve(z, y)
     assert f(2.0) == pytest.approx(-lt[np.arange(999), y].mean(), rel=1e-12)
+
+
+# --------------------------------------------------------------------------------------
+# The fit on a grid of temperatures (predictions streamed in blocks: experiments.measure)
+# --------------------------------------------------------------------------------------
+
+def _nll_by_logsumexp(z, y, t):
+    """Summed NLL at T from scipy's logsumexp of z / T: an independent formula."""
+    return float(np.sum(special.logsumexp(z / t, axis=1) - z[np.arange(len(y)), y] / t))
+
+
+def test_grid_nll_sums_are_the_nll_and_blocks_add_up():
+    rng = np.random.default_rng(5)
+    z = rng.normal(scale=3.0, size=(500, 7))
+    y = rng.integers(0, 7, 500)
+    grid = np.exp(np.linspace(np.log(0.25), np.log(4.0), 9))
+    sums = cb.grid_nll_sums(z, y, grid)
+    ref = np.array([_nll_by_logsumexp(z, y, t) for t in grid])
+    np.testing.assert_allclose(sums, ref, rtol=1e-12)
+    # a constant added to a row (logits vs log-probabilities) changes nothing
+    np.testing.assert_allclose(cb.grid_nll_sums(z - z.max(1, keepdims=True) + 5.0, y, grid),
+                               sums, rtol=1e-12)
+    parts = cb.grid_nll_sums(z[:123], y[:123], grid) + cb.grid_nll_sums(z[123:], y[123:], grid)
+    np.testing.assert_allclose(parts, sums, rtol=1e-12)
+
+
+def test_fit_on_a_grid_finds_a_parabolas_vertex_and_says_when_it_is_a_bound():
+    grid = np.exp(np.linspace(np.log(0.25), np.log(4.0), 25))
+    x = np.log(grid)
+    # an NLL that is exactly a parabola in log T: the vertex is recovered exactly
+    got = cb.fit_temperature_on_grid(grid, 2.0 + (x - np.log(1.3)) ** 2)
+    assert got["at_bound"] is False
+    assert got["temperature"] == pytest.approx(1.3, rel=1e-10)
+    assert got["nll"] == pytest.approx(2.0, abs=1e-10)
+    # still falling at the top of the grid: the bound, flagged
+    got = cb.fit_temperature_on_grid(grid, -x)
+    assert got == {"temperature": float(grid[-1]), "nll": float(-x[-1]), "at_bound": True}
+    # two equal lowest neighbours: the vertex lies half-way between them in log T
+    two = np.abs(x - x[10])
+    two[9] = two[10] = 0.0
+    got = cb.fit_temperature_on_grid(grid, two)
+    assert got["temperature"] == pytest.approx(np.sqrt(grid[9] * grid[10]), rel=1e-10)
+
+
+def test_fit_on_the_measure_grid_agrees_with_the_bounded_fit():
+    """The grid-and-parabola fit of streamed predictions against fit_temperature's bounded
+    minimisation on the same rows: on a 25-point log grid the two agree to 1%."""
+    from standarderror.experiments.measure import FIT_GRID
+
+    rng = np.random.default_rng(11)
+    for scale, true_t in ((2.0, 1.0), (4.0, 2.5), (1.0, 0.5)):
+        z = rng.normal(scale=scale, size=(4000, 6))
+        p = np.exp(z / true_t - special.logsumexp(z / true_t, axis=1, keepdims=True))
+        y = np.array([rng.choice(6, p=row) for row in p])
+        grid_fit = cb.fit_temperature_on_grid(FIT_GRID, cb.grid_nll_sums(z, y, FIT_GRID) / len(y))
+        exact = cb.fit_temperature(z, y)
+        assert grid_fit["at_bound"] is False
+        assert abs(np.log(grid_fit["temperature"] / exact)) < 0.01, (scale, grid_fit, exact)
+
+
+@pytest.mark.parametrize("grid, nll, match", [
+    ([0.5, 1.0], [1.0, 2.0], "length >= 3"),
+    ([0.5, 1.0, 2.0], [1.0, 2.0], "same length"),
+    ([1.0, 0.5, 2.0], [1.0, 0.5, 2.0], "increasing"),
+    ([0.0, 0.5, 2.0], [1.0, 0.5, 2.0], "increasing"),
+    ([0.5, 1.0, 2.0], [1.0, np.nan, 2.0], "nll must be finite"),
+])
+def test_fit_on_a_grid_refuses_bad_input(grid, nll, match):
+    with pytest.raises(ValueError, match=match):
+        cb.fit_temperature_on_grid(grid, nll)
+
+
+def test_grid_nll_sums_refuses_bad_input():
+    z = np.zeros((3, 4))
+    with pytest.raises(ValueError, match="grid"):
+        cb.grid_nll_sums(z, [0, 1, 2], [1.0, -1.0])
+    with pytest.raises(ValueError, match="y"):
+        cb.grid_nll_sums(z, [0, 1, 4], [1.0])
+    with pytest.raises(ValueError, match="2 dimensions"):
+        cb.grid_nll_sums(z[0], [0], [1.0])

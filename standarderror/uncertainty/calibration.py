@@ -59,7 +59,9 @@ from standarderror.uncertainty.scaling import (
     TemperatureAtBoundWarning,
     confidence_scores,
     fit_temperature,
+    fit_temperature_on_grid,
     fitted_temperature,
+    grid_nll_sums,
     scale,
 )
 from standarderror.uncertainty.selective import (
@@ -73,9 +75,10 @@ from standarderror.uncertainty.selective import (
 
 __all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES",
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
-           "brier", "confidence_scores", "ece", "fit_temperature", "fitted_temperature",
-           "kendall_tau", "nll", "pair_counts", "reordering", "risk_coverage", "scale",
-           "shared_shape", "swap_pair", "temperature_row", "temperature_table"]
+           "brier", "confidence_scores", "ece", "fit_temperature", "fit_temperature_on_grid",
+           "fitted_temperature", "grid_nll_sums", "kendall_tau", "nll", "pair_counts",
+           "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "temperature_row",
+           "temperature_table"]
 
 
 def temperature_table(temperatures=TEMPERATURES, *, data: dict | None = None, count: int = 10,

@@ -7,7 +7,11 @@ fitted temperature.
 
 :func:`scale` is the one softmax at :math:`T` of the calibration modules;
 :func:`fit_temperature` the maximum-likelihood temperature of one set of predictions and
-:func:`fitted_temperature` its resampled form over sequences.
+:func:`fitted_temperature` its resampled form over sequences. Predictions too many to hold at
+once (:mod:`standarderror.experiments.measure` streams them) are fitted on a fixed grid of
+temperatures instead: :func:`grid_nll_sums` gives one block of rows' summed NLL at every grid
+temperature (blocks add up), and :func:`fit_temperature_on_grid` the minimum of the grid,
+refined by a parabola in :math:`\log T`.
 """
 
 from __future__ import annotations
@@ -238,6 +242,56 @@ def fit_temperature(logits, y, *, bounds=(0.05, 20.0)) -> float:
     _ruled_out(z, y, "logits")
     lo, hi = _bounds(bounds)
     return _fit_on(z, y, lo, hi, "fit_temperature")
+
+
+def grid_nll_sums(logits, y, grid) -> np.ndarray:
+    r"""The summed NLL of labelled rows at every temperature of ``grid``:
+    :math:`\sum_i \log \sum_j e^{d_{ij}/T} - d_{iy_i}/T` with :math:`d = z - z_{\max}`, one
+    float per temperature.
+
+    Sums rather than means, so that the sums of blocks of rows streamed one after another add
+    up to the sums of all of them (divide by the number of rows at the end); with
+    :func:`fit_temperature_on_grid` this is the fit of predictions too many to hold at once,
+    which :func:`fit_temperature` needs in memory.
+    """
+    z = _checks.log_array(logits, "logits")
+    if z.ndim != 2:
+        raise ValueError(f"logits must have 2 dimensions (rows x classes), got shape {z.shape}")
+    y = _checks.labels(y, z.shape[1], z.shape[0])
+    grid = [_checks.temperature(t, "grid") for t in np.atleast_1d(np.asarray(grid, dtype=float))]
+    d = z - z.max(axis=1, keepdims=True)
+    dy = d[np.arange(y.size), y]
+    return np.array([float((np.log(np.exp(d / t).sum(axis=1)) - dy / t).sum()) for t in grid])
+
+
+def fit_temperature_on_grid(grid, nll) -> dict:
+    r"""The temperature that minimises an NLL known on a grid of temperatures only: the grid's
+    minimum, refined by the vertex of the parabola through it and its two neighbours in
+    :math:`\log T` (the grid point itself where that parabola opens downwards).
+
+    ``grid`` is an increasing array of temperatures, ``nll`` the mean NLL at each (for
+    example :func:`grid_nll_sums` over every row, divided by the number of rows). Returns
+    ``temperature``, ``nll`` (the parabola's value there) and ``at_bound``: True when the
+    minimum is an end of the grid, which then is no optimum (the NLL may keep falling beyond
+    it).
+    """
+    grid = np.asarray(grid, dtype=float)
+    nll = np.asarray(nll, dtype=float)
+    if grid.ndim != 1 or len(grid) < 3 or nll.shape != grid.shape:
+        raise ValueError(f"grid and nll must be 1-D arrays of the same length >= 3, got shapes "
+                         f"{grid.shape} and {nll.shape}")
+    if not (np.all(np.isfinite(grid)) and grid[0] > 0 and np.all(np.diff(grid) > 0)):
+        raise ValueError("grid must hold increasing finite temperatures > 0")
+    if not np.all(np.isfinite(nll)):
+        raise ValueError("nll must be finite at every grid temperature")
+    i = int(np.argmin(nll))
+    x = np.log(grid)
+    if 0 < i < len(x) - 1:
+        a, b, c = np.polyfit(x[i - 1:i + 2], nll[i - 1:i + 2], 2)
+        t = float(np.exp(-b / (2 * a))) if a > 0 else float(grid[i])
+        return {"temperature": t, "nll": float(np.polyval([a, b, c], np.log(t))),
+                "at_bound": False}
+    return {"temperature": float(grid[i]), "nll": float(nll[i]), "at_bound": True}
 
 
 def _ruled_out(logp: np.ndarray, y: np.ndarray, name: str) -> None:

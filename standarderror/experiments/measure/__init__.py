@@ -22,8 +22,11 @@ That is about fifty numbers per prediction whatever the vocabulary; no predictio
 vocabulary array is ever held. Every statistic is computed row by row exactly as
 :func:`~standarderror.uncertainty.calibration.temperature_table` computes it, so on our tiny
 model the table is the same to the bit. The one approximation is the fitted temperature:
-NLL is known on the grid only, and the minimum is refined by a parabola in :math:`\log T`
-through the three lowest grid points (tested against the exact bounded fit to 1e-3).
+NLL is known on the grid only (:func:`~standarderror.uncertainty.scaling.grid_nll_sums`,
+added up block by block), and its minimum is refined by the parabola in :math:`\log T` through
+the lowest grid point and its two neighbours
+(:func:`~standarderror.uncertainty.scaling.fit_temperature_on_grid`; tested against the exact
+bounded fit to 1e-3).
 """
 
 from __future__ import annotations

@@ -15,23 +15,12 @@ from standarderror import _checks
 from standarderror.llm import interface
 from standarderror.llm.interface import LanguageModel
 from standarderror.llm.tiny import windows
+from standarderror.uncertainty import scaling
 
 from ._common import DRAWS, _header, _interval, _progress
 
 #: Temperatures at which NLL is accumulated for the fitted temperature (log-spaced 0.25..4).
 FIT_GRID = np.exp(np.linspace(np.log(0.25), np.log(4.0), 25))
-
-
-def _fit_from_grid(nll: np.ndarray) -> dict:
-    """Minimum of NLL over :data:`FIT_GRID`, refined by a parabola in log T."""
-    i = int(np.argmin(nll))
-    x = np.log(FIT_GRID)
-    if 0 < i < len(x) - 1:
-        a, b, c = np.polyfit(x[i - 1:i + 2], nll[i - 1:i + 2], 2)
-        t = float(np.exp(-b / (2 * a))) if a > 0 else float(FIT_GRID[i])
-        return {"temperature": t, "nll": float(np.polyval([a, b, c], np.log(t))),
-                "at_bound": False}
-    return {"temperature": float(FIT_GRID[i]), "nll": float(nll[i]), "at_bound": True}
 
 
 def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16,
@@ -148,11 +137,8 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
             for t in ts_ab:
                 for s, v in cb.confidence_scores(logp, t).items():
                     scores[(s, t)].append(v)
-            d = logp - logp.max(axis=1, keepdims=True)
-            dy = d[rows, yy]
-            for g, t in enumerate(FIT_GRID):
-                grid_nll[g] += float((np.log(np.exp(d / t).sum(axis=1)) - dy / t).sum())
-            del logp, d
+            grid_nll += scaling.grid_nll_sums(logp, yy, FIT_GRID)
+            del logp
     y = np.concatenate(ys)
     n = y.size
     reference = np.concatenate(keep[1.0]["pred"])
@@ -196,7 +182,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
                 "interval_level": 0.95,
                 "bos": bool(lm.prefix)}),
             "table": table, "accuracy_identical": identical,
-            "fitted": _fit_from_grid(grid_nll), "nll_grid": grid_nll.tolist(),
+            "fitted": scaling.fit_temperature_on_grid(FIT_GRID, grid_nll), "nll_grid": grid_nll.tolist(),
             "abstention": abst, "oracle": cb.aurc(ok.astype(float), ok),
             "intervals": {**everything["intervals"],
                           "bits_per_byte": _interval(boot_bpb)},
