@@ -122,16 +122,17 @@ def tree(root: Prefixes, m: int, temperature: float, rng, steps: int,
     for i in range(steps):
         parent, tok, c = draw(node.scores, node_count, temperature, rng, rows)
         q = node_q[parent]
-        go = np.zeros(len(parent), dtype=bool)
-        for j, text in enumerate(node.texts(parent, tok, q)):
+        last = i + 1 == steps
+        going = []
+        for text, qj, k in zip(node.texts(parent, tok, q), q.tolist(), c.tolist()):
             answer = stop(text)
-            if answer is None and i + 1 == steps:
+            if answer is None and last:
                 answer = first_word(text)
-                unterminated += int(c[j])
-            if answer is None:
-                go[j] = True
-            else:
-                done[q[j]].extend([answer] * int(c[j]))
+                unterminated += k
+            going.append(answer is None)
+            if answer is not None:
+                done[qj].extend([answer] * k)
+        go = np.array(going, dtype=bool)
         if not go.any():
             break
         node = node.extend(parent[go], tok[go], q[go])
