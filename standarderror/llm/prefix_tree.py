@@ -70,13 +70,17 @@ def first_word(text: str) -> str:
 class Prefixes(Protocol):
     """The live prefixes of one tree, one row each (see the module's docstring)."""
 
+    #: float64, rows x vocabulary: ``softmax(scores / T)`` is each row's next-token law.
     scores: np.ndarray
 
     def texts(self, parent: np.ndarray, tokens: np.ndarray,
-              question: np.ndarray) -> Sequence[str]: ...
+              question: np.ndarray) -> Sequence[str]:
+        """The text of each child: row ``parent[j]`` followed by ``tokens[j]`` (``question[j]``:
+        the index, within the block, of the context it continues)."""
 
     def extend(self, parent: np.ndarray, tokens: np.ndarray,
-               question: np.ndarray) -> Prefixes: ...
+               question: np.ndarray) -> Prefixes:
+        """Those children as the new live prefixes, one row each, with their ``scores``."""
 
 
 def draw(scores: np.ndarray, count: np.ndarray, temperature: float, rng,
