@@ -95,14 +95,6 @@ def test_unterminated_answers_are_counted(lm):
     assert 0 < r["unterminated"] <= len(words)
 
 
-def test_stop_rule():
-    assert interface.one_word("king") is None
-    assert interface.one_word("king,") == "king"
-    assert interface.one_word("\nX") == ""
-    assert interface.one_word(",") == ","
-    assert interface.first_word("kin") == "kin"
-
-
 def test_logits_last_rows(lm):
     x = torch.from_numpy(lm.encode(tiny.split("test")[:64])[None].repeat(2, 0))
     z = lm.logits(x, torch.tensor([5, 63]))
