@@ -28,7 +28,8 @@ MODEL = ("standarderror.llm.tiny", "standarderror.llm.corpus", "standarderror.ll
          "standarderror.llm.weights", "standarderror.llm.windows", "standarderror.llm.interface",
          "standarderror.llm.interface.base", "standarderror.llm.interface.tiny_lm",
          "standarderror.llm.interface.directory", "standarderror.llm.interface.hf",
-         "standarderror.llm.predictions", "standarderror.llm.semantic", "standarderror.llm.export")
+         "standarderror.llm.predictions", "standarderror.llm.semantic", "standarderror.llm.export",
+         "standarderror.llm.prefix_tree")
 
 _PROBE = r"""
 import importlib, json, sys

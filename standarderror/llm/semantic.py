@@ -12,8 +12,11 @@ Everything is seeded; nothing is cached on disk, so each build recomputes from t
 checkpoint.
 
 Sampling reuses the model's key/value cache as :func:`standarderror.llm.gpt.generate` does
-(``model(idx, caches, start)``), on a prefix tree (:func:`sample`): samples of one question that
-share a prefix share one model evaluation, and a sample stops as soon as its word has ended.
+(``model(idx, caches, start)``), on a prefix tree (:func:`sample`, grown by
+:func:`standarderror.llm.prefix_tree.sample`, the package's one sampler, which
+:meth:`~standarderror.llm.interface.base.LanguageModel.sample` also runs): samples of one
+question that share a prefix share one model evaluation, and a sample stops as soon as its
+word has ended (:func:`~standarderror.llm.prefix_tree.one_word`).
 That is the same law as ``m`` separate runs of ``tiny.generate`` cut at the word boundary
 (tested against the model's exact word probabilities and, for greedy decoding, against
 ``tiny.generate`` itself), at a fraction of the cost on two CPU cores.
@@ -23,21 +26,18 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import time
 import zlib
 
 import numpy as np
 import torch
 
-from . import tiny
+from . import prefix_tree, tiny
+from .prefix_tree import WORD, first_word  # noqa: F401  (first_word: semantic.first_word)
 
 CONTEXT = 48
 STEPS = 16
 SAMPLING_TEMPERATURE = 0.5
-#: Characters that continue a word; anything else ends it.
-WORD = re.compile(r"[A-Za-z']+")
-_ROWS = 1024  # sequences per forward pass (bounds the key/value cache memory)
 
 
 # --------------------------------------------------------------------------------------
@@ -92,16 +92,6 @@ def _split_text(name: str) -> str:
     return tiny.split(name)
 
 
-def first_word(sample: str) -> str:
-    """The answer in a sampled continuation: the leading run of letters and apostrophes,
-    or, if the continuation does not start with one, its first character (stripped of
-    whitespace; possibly the empty string)."""
-    m = WORD.match(sample)
-    if m:
-        return m.group()
-    return sample[:1].strip()
-
-
 def correct(predicted, truth) -> np.ndarray:
     """Exact match of single words, case-insensitive (ROUGE-L F1 = 1 on single words).
 
@@ -134,38 +124,23 @@ def _strings(values, name: str) -> list[str]:
 # --------------------------------------------------------------------------------------
 
 
-def _tree(model, caches, logits, m, temperature, rng, steps, pos, wordy, carr):
-    """Grow the prefix tree of ``m`` samples for each row of ``logits`` (see :func:`sample`)."""
-    nq = logits.shape[0]
-    node_q = np.arange(nq)                     # question of each live prefix
-    node_word = np.full(nq, "", dtype=object)  # the prefix itself
-    node_count = np.full(nq, m)                # samples sitting on it
-    done: list[list[str]] = [[] for _ in range(nq)]
-    for i in range(steps):
-        if temperature == 0:
-            counts = np.zeros((len(node_q), len(carr)), dtype=np.int64)
-            counts[np.arange(len(node_q)), logits.argmax(-1).numpy()] = node_count
-        else:
-            p = torch.softmax(logits.double() / temperature, dim=-1).numpy()
-            p /= p.sum(1, keepdims=True)
-            counts = rng.multinomial(node_count, p)
-        parent, ch = np.nonzero(counts)
-        c = counts[parent, ch]
-        ends = ~wordy[ch] | (i + 1 == steps)
-        for pr, cc, k in zip(parent[ends], ch[ends], c[ends]):
-            w = node_word[pr] + carr[cc] if wordy[cc] else node_word[pr]
-            done[node_q[pr]].extend([w if w else first_word(carr[cc])] * int(k))
-        go = ~ends
-        if not go.any():
-            break
-        parent, ch, c = parent[go], ch[go], c[go]
+class _Cached:
+    """The live prefixes of a tree on the tiny model (a :class:`.prefix_tree.Prefixes`): the
+    key/value cache of each row, its text, and its next-token logits as ``scores``."""
+
+    def __init__(self, model, caches, pos, text, logits, carr):
+        self.model, self.caches, self.pos, self.text, self.carr = model, caches, pos, text, carr
+        self.scores = logits.double().numpy()
+
+    def texts(self, parent, tokens, question):
+        return self.text[parent] + self.carr[tokens]
+
+    def extend(self, parent, tokens, question):
         keep = torch.from_numpy(parent)
-        caches = [{"k": cache["k"][keep], "v": cache["v"][keep]} for cache in caches]
-        node_q, node_count = node_q[parent], c
-        node_word = node_word[parent] + carr[ch]
-        logits = model(torch.from_numpy(ch[:, None]), caches, pos)[:, -1]
-        pos += 1
-    return done
+        caches = [{"k": cache["k"][keep], "v": cache["v"][keep]} for cache in self.caches]
+        logits = self.model(torch.from_numpy(tokens[:, None]), caches, self.pos)[:, -1]
+        return _Cached(self.model, caches, self.pos + 1, self.texts(parent, tokens, question),
+                       logits, self.carr)
 
 
 @torch.inference_mode()
@@ -174,13 +149,16 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
     r"""``m`` independently sampled answers (first words) for each context.
 
     Exactly the law of ``m`` runs of :func:`standarderror.llm.gpt.generate` at ``temperature``
-    cut at the first word boundary, computed on a prefix tree: the samples of one question
+    cut at the first word boundary, computed on a prefix tree by
+    :func:`standarderror.llm.prefix_tree.sample` (the one sampler of the package; the stop
+    rule is :func:`~standarderror.llm.prefix_tree.one_word`): the samples of one question
     that share a prefix share one model evaluation. Each context is run through the model once
     (key/value cache, as in ``tiny.generate``); then at each depth every live prefix is run
-    once, and the ``c`` samples that reached it draw their next characters jointly from
-    :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`; a non-word character ends
-    those samples' word. ``temperature=0`` follows the argmax (greedy decoding). Draws come
-    from ``numpy.random.default_rng(seed)``.
+    once (the cache gathered by parent), and the ``c`` samples that reached it draw their next
+    characters jointly from :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`
+    (:math:`\ell`: the logits, in float64); a non-word character ends those samples' word.
+    ``temperature=0`` follows the argmax (greedy decoding). Draws come from
+    ``numpy.random.default_rng(seed)``.
 
     Returns
     -------
@@ -202,20 +180,16 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
     if clen + steps > model.cfg.block:
         raise ValueError(f"context ({clen}) + steps ({steps}) exceed the {model.cfg.block}-character window")
     ids = torch.from_numpy(np.stack([tiny.encode(c, stoi) for c in contexts]))
-    rng = np.random.default_rng(seed)
-    wordy = np.array([bool(WORD.fullmatch(c)) for c in chars])
     carr = np.array(chars, dtype=object)
-    per = max(1, _ROWS // min(m, 16))
-    out: list[list[str]] = []
-    best: list[str] = []
-    for q0 in range(0, len(contexts), per):
+
+    def roots(lo, hi):
         caches = [dict() for _ in model.blocks]
-        logits = model(ids[q0:q0 + per], caches, 0)[:, -1]
-        for words in _tree(model, caches, logits, m, temperature, rng, steps, clen, wordy, carr):
-            out.append([words[j] for j in rng.permutation(m)])
-        if greedy:
-            best.extend(w[0] for w in _tree(model, caches, logits, 1, 0.0, rng, steps, clen, wordy, carr))
-    return (out, best) if greedy else out
+        logits = model(ids[lo:hi], caches, 0)[:, -1]
+        return _Cached(model, caches, clen, np.full(hi - lo, "", dtype=object), logits, carr)
+
+    r = prefix_tree.sample(roots, len(contexts), m, temperature=temperature, steps=steps,
+                           seed=seed, greedy=greedy)
+    return (r["answers"], r["greedy"]) if greedy else r["answers"]
 
 
 # --------------------------------------------------------------------------------------

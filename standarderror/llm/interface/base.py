@@ -3,46 +3,24 @@
 :class:`LanguageModel` holds the methods a measurement calls (window and next-token
 log-probabilities, continuation scores, the prefix-tree sampler) over the two things a
 backend supplies, a forward pass (:meth:`~LanguageModel.logits`) and a tokenizer. Beside it,
-the stop rule of one-word answers (:func:`one_word`, :func:`first_word`) and the cap on one
-block of log-probabilities (:data:`MAX_ELEMENTS`).
+the cap on one block of log-probabilities (:data:`MAX_ELEMENTS`). The stop rule of one-word
+answers (``one_word``, ``first_word``, ``WORD``) is
+:mod:`standarderror.llm.prefix_tree`'s, re-exported here.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from standarderror import _checks
+from standarderror.llm import prefix_tree
+from standarderror.llm.prefix_tree import WORD, first_word, one_word  # noqa: F401
 
-#: Characters that continue a word (as in :mod:`standarderror.llm.semantic`).
-WORD = re.compile(r"[A-Za-z']+")
 #: Upper bound on the float64 elements of one block of log-probabilities (32 MiB).
 MAX_ELEMENTS = 1 << 22
-
-
-def one_word(text: str) -> str | None:
-    """The stop rule "one word": the answer once it is known, else ``None``.
-
-    A continuation that starts with a word (letters and apostrophes) ends when a character
-    that cannot continue the word follows it; the answer is the word. A continuation that
-    starts with anything else ends at once, and its answer is that character stripped of
-    whitespace (possibly ``""``). This is :mod:`standarderror.llm.semantic`'s rule.
-    """
-    if not text:
-        return None
-    m = WORD.match(text)
-    if m is None:
-        return text[:1].strip()
-    return m.group() if m.end() < len(text) else None
-
-
-def first_word(text: str) -> str:
-    """The answer of a continuation that was cut before it ended (see :func:`one_word`)."""
-    m = WORD.match(text)
-    return m.group() if m else text[:1].strip()
 
 
 def _rows_per_block(width: int, vocab: int) -> int:
@@ -247,16 +225,20 @@ class LanguageModel:
                seed: int = 0, greedy: bool = False, stop=one_word, progress=False) -> dict:
         r"""``m`` sampled answers per context, each continuation cut by ``stop``.
 
-        The samples of one context grow on a prefix tree, as in
-        :func:`standarderror.llm.semantic.sample`: at each depth every live prefix is run
-        once, and the ``c`` samples on it draw their next tokens jointly from
+        The samples of one context grow on a prefix tree, by
+        :func:`standarderror.llm.prefix_tree.sample` (the one sampler of the package, which
+        :func:`standarderror.llm.semantic.sample` also runs): at each depth every live
+        prefix is run once, and the ``c`` samples on it draw their next tokens jointly from
         :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\log p / T))` with
-        ``numpy.random.default_rng(seed)``; a prefix stops when ``stop`` returns its answer.
+        ``numpy.random.default_rng(seed)``; a prefix stops when ``stop`` returns its answer
+        (on the decoded continuation, after the moved whitespace of :meth:`split_context`).
         The law is that of ``m`` independent samples; with a character tokenizer and the
-        same seed the draws are those of ``semantic.sample``. ``temperature=0`` is greedy.
-        (Each depth re-runs the whole prefix: simple, and fine for short answers; a serving
-        engine with prefix caching would not redo that work.) ``progress``: a label for a
-        tqdm bar over the blocks of contexts (the bar does not change the random stream).
+        same seed the draws are, up to the rounding of the probabilities, those of
+        ``semantic.sample`` (identical on the tiny model's tested questions).
+        ``temperature=0`` is greedy. (Each depth re-runs the whole prefix through
+        :meth:`next_token_logprobs`: simple, and fine for short answers; a serving engine
+        with prefix caching would not redo that work.) ``progress``: a label for a tqdm bar
+        over the blocks of contexts (the bar does not change the random stream).
 
         Returns
         -------
@@ -279,77 +261,43 @@ class LanguageModel:
             truncated += cut
             prompts.append(ids)
             moved.append(mv)
-        rng = np.random.default_rng(seed)
-        per = max(1, 1024 // min(m, 16))
-        out, best, counts = [], [], {"unterminated": 0}
-        starts = range(0, len(prompts), per)
-        if progress:
-            from tqdm.auto import tqdm
 
-            starts = tqdm(starts, desc=str(progress), leave=False)
-        for q0 in starts:
-            ps, mv = prompts[q0:q0 + per], moved[q0:q0 + per]
-            first = self.next_token_logprobs(ps)
-            for words in self._tree(ps, mv, first, m, temperature, rng, max_tokens, stop,
-                                    counts):
-                out.append([words[j] for j in rng.permutation(m)])
-            if greedy:
-                best.extend(w[0] for w in self._tree(ps, mv, first, 1, 0.0, rng, max_tokens,
-                                                     stop, {"unterminated": 0}))
-        res = {"answers": out, "unterminated": counts["unterminated"], "truncated": truncated}
+        def roots(lo, hi):
+            ps = prompts[lo:hi]
+            return _Rerun(self, ps, moved[lo:hi], [[] for _ in ps],
+                          self.next_token_logprobs(ps))
+
+        res = prefix_tree.sample(roots, len(prompts), m, temperature=temperature,
+                                 steps=max_tokens, seed=seed, greedy=greedy, stop=stop,
+                                 rows=_rows_per_block(1, self.vocab_size), progress=progress)
+        out = {"answers": res["answers"], "unterminated": res["unterminated"],
+               "truncated": truncated}
         if greedy:
-            res["greedy"] = best
-        return res
+            out["greedy"] = res["greedy"]
+        return out
 
-    def _tree(self, prompts, moved, logp, m, temperature, rng, steps, stop, counts):
-        nq = len(prompts)
-        node_q = np.arange(nq)
-        node_tok: list[list[int]] = [[] for _ in range(nq)]
-        node_count = np.full(nq, m)
-        done: list[list[str]] = [[] for _ in range(nq)]
-        for i in range(steps):
-            parent, tok, c = self._draw(logp, node_count, temperature, rng)
-            keep = []
-            for pr, tk, k in zip(parent, tok, c):
-                toks = node_tok[pr] + [int(tk)]
-                text = self.decode(toks)
-                q = node_q[pr]
-                if moved[q] and text.startswith(moved[q]):
-                    text = text[len(moved[q]):]
-                answer = stop(text)
-                if answer is None and i + 1 == steps:
-                    answer = first_word(text)
-                    counts["unterminated"] += int(k)
-                if answer is None:
-                    keep.append((pr, toks, k))
-                else:
-                    done[q].extend([answer] * int(k))
-            if not keep:
-                break
-            node_q = np.array([node_q[pr] for pr, _, _ in keep])
-            node_tok = [t for _, t, _ in keep]
-            node_count = np.array([k for _, _, k in keep])
-            logp = self.next_token_logprobs(
-                [np.concatenate([prompts[q], np.asarray(t, dtype=np.int64)])
-                 for q, t in zip(node_q, node_tok)])
-        return done
 
-    @staticmethod
-    def _draw(logp, node_count, temperature, rng):
-        """Children of each live prefix: (parent, token, count) with positive counts."""
-        parents, toks, cs = [], [], []
-        step = _rows_per_block(1, logp.shape[1])
-        for lo in range(0, logp.shape[0], step):
-            lp, nc = logp[lo:lo + step], node_count[lo:lo + step]
-            if temperature == 0:
-                counts = np.zeros(lp.shape, dtype=np.int64)
-                counts[np.arange(len(nc)), lp.argmax(-1)] = nc
-            else:
-                p = torch.softmax(torch.from_numpy(lp) / temperature, dim=-1).numpy()
-                p /= p.sum(1, keepdims=True)
-                counts = rng.multinomial(nc, p)
-            parent, tok = np.nonzero(counts)
-            parents.append(parent + lo)
-            toks.append(tok)
-            cs.append(counts[parent, tok])
-        return np.concatenate(parents), np.concatenate(toks), np.concatenate(cs)
+class _Rerun:
+    """The live prefixes of a tree on any :class:`LanguageModel` (a
+    :class:`.prefix_tree.Prefixes`): each row's sampled tokens, its log-probabilities as
+    ``scores``, computed by running the prompt and those tokens again."""
+
+    def __init__(self, lm, prompts, moved, tokens, scores):
+        self.lm, self.prompts, self.moved, self.tokens = lm, prompts, moved, tokens
+        self.scores = scores
+
+    def texts(self, parent, tokens, question):
+        out = []
+        for pr, tk, q in zip(parent, tokens, question):
+            text = self.lm.decode(self.tokens[pr] + [int(tk)])
+            if self.moved[q] and text.startswith(self.moved[q]):
+                text = text[len(self.moved[q]):]
+            out.append(text)
+        return out
+
+    def extend(self, parent, tokens, question):
+        toks = [self.tokens[pr] + [int(tk)] for pr, tk in zip(parent, tokens)]
+        scores = self.lm.next_token_logprobs(
+            [np.concatenate([self.prompts[q], np.asarray(t, dtype=np.int64)])
+             for q, t in zip(question, toks)])
+        return _Rerun(self.lm, self.prompts, self.moved, toks, scores)

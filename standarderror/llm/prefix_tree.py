@@ -1,0 +1,190 @@
+r"""The prefix-tree sampler, written once: ``m`` answers per context, each cut by a stop rule.
+
+Both samplers of the package run here: :func:`standarderror.llm.semantic.sample` (the tiny
+model with its key/value cache) and
+:meth:`standarderror.llm.interface.base.LanguageModel.sample` (any model behind the
+interface, re-running each prefix). :func:`sample` grows, for each context, a tree of the
+``m`` samples: the samples that share a prefix share one next-token distribution, and the
+``c`` samples on a prefix draw their next tokens jointly from
+:math:`\mathrm{Multinomial}(c, \mathrm{softmax}(s / T))`, which is the law of ``m``
+independent runs. A child whose text the stop rule ends gives its answer to its ``c``
+samples; the others go on, until ``steps`` tokens, where a sample still running is cut
+(:func:`first_word`) and counted (``unterminated``).
+
+The two callers differ only in the *prefixes* they hand over: an object holding the live
+prefixes of one tree, one row each, with
+
+* ``scores``: a float64 array (rows x vocabulary) whose softmax at ``T`` is the next-token
+  law: the tiny model's logits in :mod:`~standarderror.llm.semantic`, the interface's
+  log-probabilities in :mod:`~standarderror.llm.interface.base` (each side's arithmetic, on
+  which its pinned numbers depend);
+* ``texts(parent, tokens, question)``: the text of each child (row ``parent`` followed by
+  ``tokens``; ``question`` is the context it belongs to, an index into the block);
+* ``extend(parent, tokens, question)``: those children as the new live prefixes, with their
+  scores (one model evaluation: the key/value cache gathered by parent, or each prefix run
+  again).
+
+Beside the driver, the stop rule of one-word answers (:func:`one_word`, :func:`first_word`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import numpy as np
+import torch
+
+#: Characters that continue a word; anything else ends it.
+WORD = re.compile(r"[A-Za-z']+")
+#: Contexts x answers (answers counted up to 16) in one block of the tree: bounds the live
+#: prefixes evaluated together (and, for the tiny model, its key/value cache).
+ROWS = 1024
+
+
+def one_word(text: str) -> str | None:
+    """The stop rule "one word": the answer once it is known, else ``None``.
+
+    A continuation that starts with a word (letters and apostrophes) ends when a character
+    that cannot continue the word follows it; the answer is the word. A continuation that
+    starts with anything else ends at once, and its answer is that character stripped of
+    whitespace (possibly ``""``).
+    """
+    if not text:
+        return None
+    m = WORD.match(text)
+    if m is None:
+        return text[:1].strip()
+    return m.group() if m.end() < len(text) else None
+
+
+def first_word(text: str) -> str:
+    """The answer in a continuation, also one cut before it ended (see :func:`one_word`): the
+    leading run of letters and apostrophes, or, if the continuation does not start with one,
+    its first character (stripped of whitespace; possibly the empty string)."""
+    m = WORD.match(text)
+    return m.group() if m else text[:1].strip()
+
+
+class Prefixes(Protocol):
+    """The live prefixes of one tree, one row each (see the module's docstring)."""
+
+    #: float64, rows x vocabulary: ``softmax(scores / T)`` is each row's next-token law.
+    scores: np.ndarray
+
+    def texts(self, parent: np.ndarray, tokens: np.ndarray,
+              question: np.ndarray) -> Sequence[str]:
+        """The text of each child: row ``parent[j]`` followed by ``tokens[j]`` (``question[j]``:
+        the index, within the block, of the context it continues)."""
+
+    def extend(self, parent: np.ndarray, tokens: np.ndarray,
+               question: np.ndarray) -> Prefixes:
+        """Those children as the new live prefixes, one row each, with their ``scores``."""
+
+
+def draw(scores: np.ndarray, count: np.ndarray, temperature: float, rng,
+         rows: int | None = None):
+    """The children of each live prefix: ``(parent, token, count)``, positive counts only,
+    in row-major order.
+
+    Row ``r`` sends its ``count[r]`` samples to tokens drawn from
+    ``softmax(scores[r] / temperature)`` (renormalised in float64), or all to the argmax when
+    ``temperature == 0``. ``rows`` bounds the rows of one probability block (memory); the
+    draws do not depend on it, since a two-dimensional ``rng.multinomial`` draws row by row.
+    """
+    step = len(scores) if rows is None else max(1, rows)
+    parents, toks, cs = [], [], []
+    for lo in range(0, len(scores), step):
+        s, n = scores[lo:lo + step], count[lo:lo + step]
+        if temperature == 0:
+            counts = np.zeros(s.shape, dtype=np.int64)
+            counts[np.arange(len(n)), s.argmax(-1)] = n
+        else:
+            p = torch.softmax(torch.from_numpy(s) / temperature, dim=-1).numpy()
+            p /= p.sum(1, keepdims=True)
+            counts = rng.multinomial(n, p)
+        parent, tok = np.nonzero(counts)
+        parents.append(parent + lo)
+        toks.append(tok)
+        cs.append(counts[parent, tok])
+    return np.concatenate(parents), np.concatenate(toks), np.concatenate(cs)
+
+
+def tree(root: Prefixes, m: int, temperature: float, rng, steps: int,
+         stop: Callable[[str], str | None] = one_word, rows: int | None = None):
+    """Grow one tree of ``m`` samples per row of ``root``.
+
+    Returns ``(answers, unterminated)``: per row, its ``m`` answers in the order they ended
+    (depth by depth, children in :func:`draw`'s order), and the number of samples cut at
+    ``steps`` before ``stop`` ended them.
+    """
+    n = len(root.scores)
+    node, node_q, node_count = root, np.arange(n), np.full(n, m)
+    done: list[list[str]] = [[] for _ in range(n)]
+    unterminated = 0
+    for i in range(steps):
+        parent, tok, c = draw(node.scores, node_count, temperature, rng, rows)
+        q = node_q[parent]
+        last = i + 1 == steps
+        going = []
+        for text, qj, k in zip(node.texts(parent, tok, q), q.tolist(), c.tolist()):
+            answer = stop(text)
+            if answer is None and last:
+                answer = first_word(text)
+                unterminated += k
+            going.append(answer is None)
+            if answer is not None:
+                done[qj].extend([answer] * k)
+        go = np.array(going, dtype=bool)
+        if not go.any():
+            break
+        node = node.extend(parent[go], tok[go], q[go])
+        node_q, node_count = q[go], c[go]
+    return done, unterminated
+
+
+def sample(roots: Callable[[int, int], Prefixes], n: int, m: int, *, temperature: float,
+           steps: int, seed: int, greedy: bool = False,
+           stop: Callable[[str], str | None] = one_word, rows: int | None = None,
+           progress=False) -> dict:
+    """``m`` answers for each of ``n`` contexts, on prefix trees (see the module's docstring).
+
+    ``roots(lo, hi)`` returns the prefixes of contexts ``lo:hi`` (one model evaluation of
+    those contexts); contexts go in blocks of ``ROWS // min(m, 16)``. Each block grows one
+    tree of ``m`` samples, then (``greedy``) one tree of one sample at temperature 0 from
+    the same root. Draws come from ``numpy.random.default_rng(seed)``, in this order: each
+    block's tree, the permutation of each context's answers, then its greedy tree (which
+    draws nothing). ``progress``: a label for a tqdm bar over the blocks (it does not
+    change the random stream).
+
+    Returns
+    -------
+    dict
+        ``answers`` (``n`` lists of ``m`` strings, each in a seeded random order, so any
+        first ``k`` are a uniformly random subset), ``unterminated`` (samples cut at
+        ``steps``; the greedy trees are not counted) and, with ``greedy``, ``greedy`` (the
+        argmax-decoded answer of each context).
+    """
+    rng = np.random.default_rng(seed)
+    per = max(1, ROWS // min(m, 16))
+    out: list[list[str]] = []
+    best: list[str] = []
+    unterminated = 0
+    starts = range(0, n, per)
+    if progress:
+        from tqdm.auto import tqdm
+
+        starts = tqdm(starts, desc=str(progress), leave=False)
+    for q0 in starts:
+        root = roots(q0, min(q0 + per, n))
+        words, cut = tree(root, m, temperature, rng, steps, stop, rows)
+        unterminated += cut
+        for w in words:
+            out.append([w[j] for j in rng.permutation(m)])
+        if greedy:
+            best.extend(w[0] for w in tree(root, 1, 0.0, rng, steps, stop, rows)[0])
+    res = {"answers": out, "unterminated": unterminated}
+    if greedy:
+        res["greedy"] = best
+    return res
