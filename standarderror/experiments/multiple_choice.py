@@ -43,8 +43,9 @@ The score (:func:`option_logits`)
 
 Everything is computed fresh (nothing is cached on disk). The context is run once per
 question with a key/value cache, and the six continuations are scored together from that
-cache (:meth:`TinyLM.option_logprobs <standarderror.llm.interface.TinyLM.option_logprobs>`,
-the model interface's one entry point for option scores).
+cache (:meth:`TinyLM.option_logprobs
+<standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs>`, the model interface's one
+entry point for option scores).
 """
 
 from __future__ import annotations
@@ -179,8 +180,8 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
     as the prefix ``o``, which also counts every longer word that begins with it.
 
     ``model`` is :func:`standarderror.llm.weights.load`'s dict, wrapped (not reloaded) as a
-    :class:`~standarderror.llm.interface.TinyLM`, whose
-    :meth:`~standarderror.llm.interface.TinyLM.option_logprobs` computes the scores
+    :class:`~standarderror.llm.interface.tiny_lm.TinyLM`, whose
+    :meth:`~standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs` computes the scores
     (``chunk`` questions at a time). Questions are grouped by option
     length. The context of each question is run once (causal attention); the six options
     then run together, each attending to the shared context keys and values and causally to
@@ -194,7 +195,7 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
 
 def _scores(model: dict, qs: dict, chunk: int, whole_words: bool):
     """(scores as :func:`option_logits` returns them, prefix scores), from one pass of
-    :meth:`TinyLM.option_logprobs <standarderror.llm.interface.TinyLM.option_logprobs>`."""
+    :meth:`~standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs`."""
     r = TinyLM(model).option_logprobs(qs["context"], qs["options"], chunk=chunk,
                                       ends=boundary_ids(model["stoi"]) if whole_words else None)
     prefix = r["logprob"]
