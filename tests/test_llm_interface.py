@@ -48,15 +48,49 @@ def test_next_token_and_continuation_agree_with_windows(lm):
     assert abs(r["logprob"][0] - want) < 1e-4
 
 
-def test_continuation_matches_the_multiple_choice_scores(lm):
+def test_shared_option_pass_matches_the_generic_path(lm):
+    """TinyLM.option_logprobs (context run once, options after its keys and values) against
+    the base implementation on the same model (each pair run whole, padded batches): the
+    same quantity by different float32 arithmetic, so equal to 1e-4, not bit for bit."""
     from standarderror.experiments import multiple_choice as mc
 
-    qs = mc.questions(8, seed=3)
-    ref = mc.option_logits(lm.loaded, qs)
+    qs = mc.questions(40, seed=3)                    # 40 x 6 = 240 pairs: one generic block
+    fast = lm.option_logprobs(qs["context"], qs["options"], chunk=7)
+    slow = interface.LanguageModel.option_logprobs(lm, qs["context"], qs["options"])
+    np.testing.assert_allclose(fast["logprob"], slow["logprob"], atol=1e-4)
+    assert np.array_equal(fast["tokens"], np.vectorize(len)(qs["options"]))
+    assert np.array_equal(slow["tokens"], fast["tokens"])
+    assert fast["truncated"] == slow["truncated"] == 0 and fast["merged"] == slow["merged"] == 0
+    # the generic path is continuation_logprob on the flattened pairs (one block: exactly)
     n, k = qs["options"].shape
     r = lm.continuation_logprob([c for c in qs["context"] for _ in range(k)],
                                 list(qs["options"].ravel()))
-    np.testing.assert_allclose(r["logprob"].reshape(n, k), ref, atol=1e-4)
+    assert np.array_equal(slow["logprob"].ravel(), r["logprob"])
+    # option_logits is the override, and its whole-word term is the `ends` column
+    assert np.array_equal(mc.option_logits(lm.loaded, qs, chunk=7), fast["logprob"])
+    ends = mc.boundary_ids(lm.loaded["stoi"])
+    w = lm.option_logprobs(qs["context"], qs["options"], chunk=7, ends=ends)
+    assert np.array_equal(w["logprob"], fast["logprob"])
+    assert np.array_equal(mc.option_logits(lm.loaded, qs, chunk=7, whole_words=True),
+                          w["logprob"] + w["ends"])
+
+
+def test_option_scores_refuse_what_they_cannot_score(lm):
+    ctx, opts = ["the king and "] * 2, np.array([["lord", "lady"], ["duke", "earl"]])
+    with pytest.raises(ValueError, match="ends"):
+        interface.LanguageModel.option_logprobs(lm, ctx, opts, ends=[0])
+    with pytest.raises(ValueError, match="options must be"):
+        lm.option_logprobs(ctx, opts[0])
+    with pytest.raises(ValueError, match="options must be"):
+        interface.LanguageModel.option_logprobs(lm, ctx[:1], opts)
+    with pytest.raises(ValueError, match="equal lengths"):
+        lm.option_logprobs(ctx, np.array([["lord", "la"], ["duke", "earl"]]))
+    with pytest.raises(ValueError, match="one length"):
+        lm.option_logprobs(["the king and ", "a "], opts)
+    with pytest.raises(ValueError, match="exceeds"):
+        lm.option_logprobs(["x" * 62] * 2, opts)
+    with pytest.raises(ValueError, match="chunk"):
+        lm.option_logprobs(ctx, opts, chunk=0)
 
 
 def test_long_context_is_cut_and_counted(lm):

@@ -43,7 +43,9 @@ The score (:func:`option_logits`)
 
 Everything is computed fresh (nothing is cached on disk). The context is run once per
 question with a key/value cache, and the six continuations are scored together from that
-cache (:meth:`~standarderror.llm.gpt.GPT.hidden` with ``prefixes``).
+cache (:meth:`TinyLM.option_logprobs
+<standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs>`, the model interface's one
+entry point for option scores).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ import torch
 from standarderror import _checks
 from standarderror._parallel import WORKERS
 from standarderror.llm import tiny
+from standarderror.llm.interface import TinyLM
 from standarderror.llm.semantic import CONTEXT  # one context length: every question task
 from standarderror.uncertainty import coverage as cv
 from standarderror.uncertainty.ranks import kendall_tau
@@ -176,7 +179,10 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
     non-letter, :math:`\\log p(o \\mid c) + \\log \\sum_{b} p(b \\mid c, o)`, rather than
     as the prefix ``o``, which also counts every longer word that begins with it.
 
-    ``model`` is :func:`standarderror.llm.weights.load`'s dict. Questions are grouped by option
+    ``model`` is :func:`standarderror.llm.weights.load`'s dict, wrapped (not reloaded) as a
+    :class:`~standarderror.llm.interface.tiny_lm.TinyLM`, whose
+    :meth:`~standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs` computes the scores
+    (``chunk`` questions at a time). Questions are grouped by option
     length. The context of each question is run once (causal attention); the six options
     then run together, each attending to the shared context keys and values and causally to
     its own characters. This is the computation of running each context + option string
@@ -184,51 +190,16 @@ def option_logits(model: dict, qs: dict, *, chunk: int = 360,
     :func:`standarderror.llm.gpt.log_probabilities`), with the context's work done once
     instead of six times. Returns a float64 array (questions x 6).
     """
-    prefix, end = _option_scores(model, qs, chunk)
-    return prefix + end if whole_words else prefix
+    return _scores(model, qs, chunk, whole_words)[0]
 
 
-@torch.inference_mode()
-def _option_scores(model: dict, qs: dict, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """(prefix log-probability, log-probability that the word ends next), each questions x 6,
-    from one pass (see :func:`option_logits`)."""
-    net, stoi = model["model"], model["stoi"]
-    ctx = np.stack([tiny.encode(c, stoi) for c in qs["context"]])
-    opts = qs["options"]
-    n, k = opts.shape
-    lens = np.vectorize(len)(opts)
-    if np.any(lens != lens[:, :1]):
-        raise ValueError("the options of a question must have equal lengths (see questions())")
-    s = ctx.shape[1]
-    if s + lens.max() > net.cfg.block:
-        raise ValueError(f"context ({s}) + option ({lens.max()}) exceeds the model's "
-                         f"{net.cfg.block} characters")
-    out = np.empty((n, k))
-    out_end = np.empty((n, k))
-    ends = torch.from_numpy(boundary_ids(stoi))
-    for width in np.unique(lens[:, 0]):
-        group = np.flatnonzero(lens[:, 0] == width)
-        ids = np.stack([tiny.encode("".join(opts[i]), stoi) for i in group]).reshape(-1, k, width)
-        pos_o = torch.arange(s, s + width).repeat(k)                     # positions, per option
-        same = torch.arange(k).repeat_interleave(width)
-        mask = (same[:, None] == same[None, :]) & (pos_o[None, :] <= pos_o[:, None])
-        for lo in range(0, len(group), chunk):
-            rows = group[lo:lo + chunk]
-            m = len(rows)
-            o_ids = torch.from_numpy(ids[lo:lo + chunk])                   # (m, 6, w)
-            caches = [{} for _ in net.blocks]
-            x = net.hidden(torch.from_numpy(ctx[rows]), caches)           # the context, once
-            xo = net.hidden(o_ids.reshape(m, k * width), positions=pos_o, mask=mask,
-                            prefixes=[(c["k"], c["v"]) for c in caches])  # six options
-            first = torch.log_softmax(net.head(x[:, -1]).double(), -1)
-            lp = first.gather(1, o_ids[:, :, 0])                           # (m, 6)
-            rest = torch.log_softmax(net.head(xo.view(m, k, width, -1)).double(), -1)
-            if width > 1:
-                nxt = o_ids[:, :, 1:].unsqueeze(-1)
-                lp = lp + rest[:, :, :-1].gather(-1, nxt).squeeze(-1).sum(-1)
-            out[rows] = lp.numpy()
-            out_end[rows] = torch.logsumexp(rest[:, :, -1][..., ends], dim=-1).numpy()
-    return out, out_end
+def _scores(model: dict, qs: dict, chunk: int, whole_words: bool):
+    """(scores as :func:`option_logits` returns them, prefix scores), from one pass of
+    :meth:`~standarderror.llm.interface.tiny_lm.TinyLM.option_logprobs`."""
+    r = TinyLM(model).option_logprobs(qs["context"], qs["options"], chunk=chunk,
+                                      ends=boundary_ids(model["stoi"]) if whole_words else None)
+    prefix = r["logprob"]
+    return (prefix + r["ends"] if whole_words else prefix), prefix
 
 
 def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
@@ -258,14 +229,14 @@ def family(count: int = 720, seed: int = 0, *, split_seed: int = 1, steps=None,
         torch.set_num_threads(int(threads))
     def scored(step):
         m = tiny.load(step)
-        return (*_option_scores(m, qs, 360), m["sha256"])
+        return (*_scores(m, qs, 360, whole_words), m["sha256"])
 
     try:
         # checkpoints side by side, one Python thread each: every torch operation still runs
         # on the thread count set above, so no sum changes (torch releases the GIL in them)
         with ThreadPoolExecutor(max(1, min(len(steps), _WORKERS))) as pool:
-            for prefix, end, sha in pool.map(scored, steps):
-                logits.append(prefix + end if whole_words else prefix)
+            for z, prefix, sha in pool.map(scored, steps):
+                logits.append(z)
                 prefixes.append(prefix)
                 shas.append(sha)
     finally:

@@ -10,7 +10,7 @@ import numpy as np
 from standarderror import _checks
 from standarderror.llm.interface import LanguageModel
 
-from ._common import DRAWS, _header, _interval, _progress
+from ._common import DRAWS, _header, _interval
 from .calibration_task import ece_floor
 
 
@@ -22,9 +22,10 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
     48-character held-out contexts, the true next word and five frequent distractors of its
     length). Each option is scored as :math:`\log p(\text{option} \mid \text{context})`, the
     sum of its tokens' log-probabilities (:meth:`~.interface.LanguageModel.
-    continuation_logprob`; a subword tokenizer may give options different numbers of
-    tokens). A random half (``split_seed``) calibrates; LAC and APS sets at ``alpha`` are
-    measured on the other half.
+    option_logprobs`: :class:`~.interface.TinyLM` shares each context's pass across its
+    options, any other backend scores the pairs whole; a subword tokenizer may give options
+    different numbers of tokens). A random half (``split_seed``) calibrates; LAC and APS
+    sets at ``alpha`` are measured on the other half.
 
     Returns
     -------
@@ -48,19 +49,10 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
     t0 = time.perf_counter()
     qs = mc.questions(count, seed)
     n, k = qs["options"].shape
-    ctx = [c for c in qs["context"] for _ in range(k)]
-    opts = [str(o) for o in qs["options"].ravel()]
-    lp, tokens, truncated, merged = [], [], 0, 0
-    step = 240
-    for lo in _progress(range(0, len(ctx), step), -(-len(ctx) // step),
-                        f"conformal ({lm.info()['label']})", progress):
-        r = lm.continuation_logprob(ctx[lo:lo + step], opts[lo:lo + step])
-        lp.append(r["logprob"])
-        tokens.append(r["tokens"])
-        truncated += r["truncated"]
-        merged += r["merged"]
-    z = np.concatenate(lp).reshape(n, k)
-    tok = np.concatenate(tokens)
+    r = lm.option_logprobs(qs["context"], qs["options"],
+                           progress=progress and f"conformal ({lm.info()['label']})")
+    z, truncated, merged = r["logprob"], r["truncated"], r["merged"]
+    tok = r["tokens"].ravel()
     cal = np.zeros(n, dtype=bool)
     cal[np.random.default_rng(split_seed).permutation(n)[: n // 2]] = True
     e = cv.evaluate(cv.softmax_logits(z), qs["y"], cal, alpha=alpha)

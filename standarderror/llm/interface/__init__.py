@@ -9,6 +9,8 @@ Every measurement of the book talks to a language model through :class:`.Languag
   batch of contexts of any lengths;
 * :meth:`~.LanguageModel.continuation_logprob` -- :math:`\log p(\text{continuation} \mid
   \text{context})`, the sum of the continuation's token log-probabilities;
+* :meth:`~.LanguageModel.option_logprobs` -- the one entry point for scoring ``k`` options
+  after each context (n x k); :class:`.TinyLM` overrides it with a shared-context pass;
 * :meth:`~.LanguageModel.sample` -- ``m`` continuations per context at a temperature, cut by a
   stop rule (by default: one word, :func:`.one_word`).
 
@@ -36,7 +38,7 @@ names them; an answer that has not ended within ``max_tokens`` is cut there and 
 
 from __future__ import annotations
 
-from .base import MAX_ELEMENTS, WORD, LanguageModel, first_word, one_word
+from .base import MAX_ELEMENTS, OPTION_BLOCK, WORD, LanguageModel, first_word, one_word
 from .directory import (
     HUB_FILES,
     MAX_LAYERS,
@@ -53,7 +55,7 @@ from .directory import (
 from .hf import HFModel, load_model
 from .tiny_lm import TinyLM
 
-__all__ = ["WORD", "MAX_ELEMENTS", "one_word", "first_word", "LanguageModel", "TinyLM",
+__all__ = ["WORD", "MAX_ELEMENTS", "OPTION_BLOCK", "one_word", "first_word", "LanguageModel", "TinyLM",
            "PICKLED", "OTHER_WEIGHTS", "TOKENIZER_FILES", "HUB_FILES", "MAX_LAYERS",
            "hub_offline", "check_device", "safetensors_parameters", "resolve",
            "check_directory", "HFModel", "load_model"]

@@ -1,7 +1,7 @@
 """The base interface: what every backend shares, written once.
 
 :class:`LanguageModel` holds the methods a measurement calls (window and next-token
-log-probabilities, continuation scores, the prefix-tree sampler) over the two things a
+log-probabilities, continuation scores, option scores, the prefix-tree sampler) over the two things a
 backend supplies, a forward pass (:meth:`~LanguageModel.logits`) and a tokenizer. Beside it,
 the cap on one block of log-probabilities (:data:`MAX_ELEMENTS`). The stop rule of one-word
 answers (``one_word``, ``first_word``, ``WORD``) is
@@ -21,6 +21,10 @@ from standarderror.llm.prefix_tree import WORD, first_word, one_word  # noqa: F4
 
 #: Upper bound on the float64 elements of one block of log-probabilities (32 MiB).
 MAX_ELEMENTS = 1 << 22
+#: Pairs per call of :meth:`~LanguageModel.continuation_logprob` in
+#: :meth:`~LanguageModel.option_logprobs` (results do not depend on it up to rounding;
+#: the HF-model pins were measured at 240).
+OPTION_BLOCK = 240
 
 
 def _rows_per_block(width: int, vocab: int) -> int:
@@ -218,6 +222,55 @@ class LanguageModel:
             bounds = np.r_[0, np.cumsum([len(conts[i]) for i in rows])[:-1]]
             out[rows] = np.add.reduceat(per_tok, bounds)
         return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
+                "truncated": int(truncated), "merged": int(merged)}
+
+    def option_logprobs(self, contexts, options, *, ends=None, progress=False) -> dict:
+        r"""The one entry point for scoring ``k`` options after each of ``n`` contexts:
+        :math:`\log p(\text{option} \mid \text{context})`, summed over the option's
+        tokens (float64, n x k).
+
+        ``options`` is an n x k array of strings (row ``i`` holds the options of
+        ``contexts[i]``). Here, for any backend, the pairs are flattened row by row and
+        scored by :meth:`continuation_logprob` in blocks of :data:`OPTION_BLOCK` pairs
+        (padded batches, each pair run whole); a backend that can share the context's work
+        across its options overrides this method with the same results up to rounding
+        (:class:`.TinyLM`). ``ends``: token ids that end a word, to also score that the
+        option is followed by one of them; defined only where one token is one character
+        (:class:`.TinyLM`), so here it raises ``ValueError``. ``progress``: a label for a
+        tqdm bar over the blocks (it changes no number).
+
+        Returns
+        -------
+        dict
+            ``logprob`` (n x k), ``tokens`` (n x k: tokens per option), ``truncated``
+            (contexts cut to fit the window), ``merged`` (pairs whose boundary fell inside
+            a token), and with ``ends`` also ``ends`` (n x k).
+        """
+        if ends is not None:
+            raise ValueError(f"ends (word-end token ids) needs one token per character; "
+                             f"{type(self).__name__} ({self.tokenizer_name}) does not "
+                             "define it")
+        options = np.asarray(options)
+        if options.ndim != 2 or options.shape[0] != len(contexts):
+            raise ValueError(f"options must be (len(contexts), k) = ({len(contexts)}, k), "
+                             f"got shape {options.shape}")
+        n, k = options.shape
+        ctx = [c for c in contexts for _ in range(k)]
+        opts = [str(o) for o in options.ravel()]
+        lp, tokens, truncated, merged = [], [], 0, 0
+        blocks = range(0, len(ctx), OPTION_BLOCK)
+        if progress:
+            from tqdm.auto import tqdm
+
+            blocks = tqdm(blocks, desc=str(progress), leave=False)
+        for lo in blocks:
+            r = self.continuation_logprob(ctx[lo:lo + OPTION_BLOCK], opts[lo:lo + OPTION_BLOCK])
+            lp.append(r["logprob"])
+            tokens.append(r["tokens"])
+            truncated += r["truncated"]
+            merged += r["merged"]
+        return {"logprob": np.concatenate(lp).reshape(n, k),
+                "tokens": np.concatenate(tokens).reshape(n, k),
                 "truncated": int(truncated), "merged": int(merged)}
 
     @torch.inference_mode()
