@@ -84,7 +84,7 @@ def test_betabinomial_is_the_exact_law_of_random_splits_of_one_pool():
 def test_masks_sizes_and_whole_sequences():
     seq = np.repeat(np.arange(20), 8)
     for by in ("row", "sequence"):
-        m = ex.calibration_masks(seq, calibration=0.5, splits=30, by=by, seed=3)
+        m = ex.calibration_masks(seq, share=0.5, splits=30, by=by, seed=3)
         assert m.shape == (30, 160) and m.dtype == bool
         assert np.all(m.sum(axis=1) == 80)
     m = ex.calibration_masks(seq, splits=30, by="sequence", seed=3)
@@ -103,8 +103,10 @@ def test_masks_are_seeded_and_errors():
         ex.calibration_masks(seq, by="window")
     with pytest.raises(ValueError, match="equal-sized"):
         ex.calibration_masks(np.r_[seq, 99])
-    with pytest.raises(ValueError, match="calibration"):
-        ex.calibration_masks(seq, calibration=1.0)
+    with pytest.raises(ValueError, match="share"):
+        ex.calibration_masks(seq, share=1.0)
+    with pytest.raises(ValueError, match="share=0.05 of 10 groups leaves no calibration"):
+        ex.calibration_masks(seq, share=0.05)
     with pytest.raises(ValueError, match="splits"):
         ex.calibration_masks(seq, splits=0)
     with pytest.raises(ValueError, match="single group"):
@@ -131,7 +133,7 @@ def test_split_coverage_matches_conformal_sets():
 def test_split_coverage_properties(seed, alpha):
     rng = np.random.default_rng(seed)
     s = rng.random(120)
-    masks = ex.calibration_masks(np.arange(120), calibration=0.5, splits=10, seed=seed)
+    masks = ex.calibration_masks(np.arange(120), share=0.5, splits=10, seed=seed)
     r = ex.split_coverage(s, masks, alpha)
     assert np.all((r["coverage"] >= 0) & (r["coverage"] <= 1))
     np.testing.assert_allclose(r["coverage"] * r["m"], np.round(r["coverage"] * r["m"]), atol=1e-9)
@@ -172,9 +174,9 @@ def test_split_coverage_errors():
     s = np.random.default_rng(0).random(10)
     good = np.zeros((2, 10), bool)
     good[:, :5] = True
-    with pytest.raises(ValueError, match="calibration must be a boolean"):
+    with pytest.raises(ValueError, match="calibrating must be a boolean"):
         ex.split_coverage(s, good.astype(int))
-    with pytest.raises(ValueError, match="calibration must be a boolean"):
+    with pytest.raises(ValueError, match="calibrating must be a boolean"):
         ex.split_coverage(s, good[:, :9])
     uneven = good.copy()
     uneven[1, 6] = True

@@ -202,8 +202,8 @@ SPECS = {
                                {"n": "count", "alpha": "alpha"}),
     "ex.coverage_distribution": (lambda d, n=20, m=30, alpha=0.1: ex.coverage_distribution(
         n, m, alpha), {"n": "count", "m": "count", "alpha": "alpha"}),
-    "ex.calibration_masks": (lambda d, calibration=0.5, splits=3: ex.calibration_masks(
-        d["seq"], calibration=calibration, splits=splits),
+    "ex.calibration_masks": (lambda d, share=0.5, splits=3: ex.calibration_masks(
+        d["seq"], share=share, splits=splits),
         {"calibration": "alpha", "splits": "count"}),
     "ex.split_coverage": (lambda d, scores=None, alpha=0.3: ex.split_coverage(
         d["scores"] if scores is None else scores, d["masks"], alpha),

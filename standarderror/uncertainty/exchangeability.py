@@ -134,12 +134,12 @@ def _groups(sequence, name: str = "sequence") -> tuple[np.ndarray, int, int]:
     return idx.reshape(-1), int(counts.size), int(counts[0])
 
 
-def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
+def calibration_masks(sequence, *, share: float = 0.5, splits: int = 200,
                       by: str = "row", seed: int = 0) -> np.ndarray:
     r"""Random calibration/test splits, all at once: a (splits x rows) boolean mask.
 
     ``sequence`` gives the group (window) of every row; groups must have equal sizes
-    :math:`g`. With :math:`G` groups, :math:`G_c = \mathrm{round}(\text{calibration} \cdot G)`
+    :math:`g`. With :math:`G` groups, :math:`G_c = \mathrm{round}(\text{share} \cdot G)`
     of them (``by="sequence"``) or :math:`n = G_c g` individual rows (``by="row"``) go to
     calibration in each split, so both kinds of split calibrate on the same :math:`n` and test on
     the same :math:`m = (G - G_c) g`. True marks a calibration row.
@@ -148,7 +148,7 @@ def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
     ----------
     sequence : array_like, shape (rows,)
         Group id of each row (e.g. ``predictions()["sequence"]``).
-    calibration : float
+    share : float
         Fraction of the groups that calibrate, in (0, 1).
     splits : int
         Number of independent random splits.
@@ -158,12 +158,12 @@ def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
         Seed of the permutations.
     """
     idx, n_groups, size = _groups(sequence)
-    frac = _checks.alpha(calibration, "calibration")
+    frac = _checks.alpha(share, "share")
     splits = _checks.positive_int(splits, "splits")
     _checks.choice(by, "by", SPLITS)
     g_cal = int(round(frac * n_groups))
     if not 1 <= g_cal < n_groups:
-        raise ValueError(f"calibration={frac} of {n_groups} groups leaves no calibration or no test "
+        raise ValueError(f"share={frac} of {n_groups} groups leaves no calibration or no test "
                          "group; pass a fraction nearer 0.5")
     rng = np.random.default_rng(seed)
     rows = idx.size
@@ -183,12 +183,12 @@ def calibration_masks(sequence, *, calibration: float = 0.5, splits: int = 200,
     return mask
 
 
-def split_coverage(scores, calibration, alpha: float = 0.1) -> dict:
+def split_coverage(scores, calibrating, alpha: float = 0.1) -> dict:
     r"""Realised test coverage of split conformal over many calibration/test splits.
 
     ``scores`` are the nonconformity scores of the *true* labels, one per row (for LAC,
     ``coverage.label_scores(p)[rows, y]``); row :math:`i` is covered by its set exactly when
-    :math:`s_i \le \hat q`. In each split (a row of ``calibration``) the threshold is
+    :math:`s_i \le \hat q`. In each split (a row of ``calibrating``) the threshold is
     ``coverage.conformal_quantile`` of the calibration scores -- the same code that builds the
     sets -- and the coverage is measured on the remaining rows.
 
@@ -196,7 +196,7 @@ def split_coverage(scores, calibration, alpha: float = 0.1) -> dict:
     ----------
     scores : array_like, shape (rows,)
         True-label nonconformity scores.
-    calibration : array_like of bool, shape (splits, rows)
+    calibrating : array_like of bool, shape (splits, rows)
         True marks calibration rows (see :func:`calibration_masks`); every split must hold
         the same number of them.
     alpha : float
@@ -210,16 +210,16 @@ def split_coverage(scores, calibration, alpha: float = 0.1) -> dict:
     """
     s = _checks.array(scores, "scores", ndim=1)
     a = _checks.alpha(alpha)
-    mask = np.asarray(calibration)
+    mask = np.asarray(calibrating)
     if mask.dtype != bool or mask.ndim != 2 or mask.shape[1] != s.size:
-        raise ValueError(f"calibration must be a boolean (splits x {s.size}) mask, got dtype "
+        raise ValueError(f"calibrating must be a boolean (splits x {s.size}) mask, got dtype "
                          f"{mask.dtype} and shape {mask.shape}")
     n_cal = mask.sum(axis=1)
     if np.any(n_cal != n_cal[0]):
-        raise ValueError("calibration: every split must hold the same number of calibration rows")
+        raise ValueError("calibrating: every split must hold the same number of calibration rows")
     n, m = int(n_cal[0]), int(s.size - n_cal[0])
     if n == 0 or m == 0:
-        raise ValueError("calibration must leave at least one calibration and one test row per split")
+        raise ValueError("calibrating must leave at least one calibration and one test row per split")
     cal = np.broadcast_to(s, mask.shape)[mask].reshape(mask.shape[0], n)
     # One threshold code path: coverage.conformal_quantile, once per split (a few hundred short
     # calls; the work over rows is vectorised inside it and below).

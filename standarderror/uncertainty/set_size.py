@@ -79,12 +79,12 @@ def by_confidence(sets, y, confidence, *, bands=(0.0, 0.5, 0.7, 0.9, 1.0)) -> di
     return {"edges": edges, "count": count, "coverage": cov, "mean_size": msize}
 
 
-def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = None,
+def evaluate(p, y, calibrating, *, alpha: float = 0.1, quantile: str | None = None,
              scores=SCORES, rule: str = "textbook", nonempty: bool | None = None,
              answers=None) -> dict:
     """One model on one task: accuracy and, per score function, threshold, coverage and size.
 
-    ``calibration`` is a boolean mask (rows): True rows calibrate, the others are the test half.
+    ``calibrating`` is a boolean mask (rows): True rows calibrate, the others are the test half.
     Accuracy is measured on the test half (the rows whose sets are measured), of ``answers``
     (the model's answer per row) when given, else of ``argmax(p)``. Ye et al. score the
     argmax of the logits, which can differ from that of float32 probabilities where two
@@ -101,12 +101,12 @@ def evaluate(p, y, calibration, *, alpha: float = 0.1, quantile: str | None = No
     p_in = p
     p = _checks.probabilities(p, "p")
     y = _checks.labels(y, p.shape[1], p.shape[0], "y")
-    cal = np.asarray(calibration)
+    cal = np.asarray(calibrating)
     if cal.dtype != bool or cal.shape != y.shape:
-        raise ValueError("calibration must be a boolean mask with one entry per row of p")
+        raise ValueError("calibrating must be a boolean mask with one entry per row of p")
     test = ~cal
     if test.sum() == 0:
-        raise ValueError("calibration marks every row; leave some rows for the test half")
+        raise ValueError("calibrating marks every row; leave some rows for the test half")
     if answers is None:
         answers = np.argmax(p, axis=1)
     else:
