@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The metrics layer: functions over arrays.
-METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror.uncertainty.scaling",
+METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror._progress",
+           "standarderror.uncertainty.scaling",
            "standarderror.uncertainty.metrics", "standarderror.uncertainty.ranks",
            "standarderror.uncertainty.selective", "standarderror.uncertainty.confidence_order",
            "standarderror.uncertainty.calibration",

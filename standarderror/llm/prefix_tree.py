@@ -36,6 +36,8 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from standarderror import _progress
+
 #: Characters that continue a word; anything else ends it.
 WORD = re.compile(r"[A-Za-z']+")
 #: Contexts x answers (answers counted up to 16) in one block of the tree: bounds the live
@@ -171,12 +173,7 @@ def sample(roots: Callable[[int, int], Prefixes], n: int, m: int, *, temperature
     out: list[list[str]] = []
     best: list[str] = []
     unterminated = 0
-    starts = range(0, n, per)
-    if progress:
-        from tqdm.auto import tqdm
-
-        starts = tqdm(starts, desc=str(progress), leave=False)
-    for q0 in starts:
+    for q0 in _progress.bar(range(0, n, per), progress):
         root = roots(q0, min(q0 + per, n))
         words, cut = tree(root, m, temperature, rng, steps, stop, rows)
         unterminated += cut

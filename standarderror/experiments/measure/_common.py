@@ -1,4 +1,4 @@
-"""What the three measurements share: the interval resamples, a progress bar, the versions
+"""What the three measurements share: the interval resamples, the versions
 of the software behind a result and the header every result opens with."""
 
 from __future__ import annotations
@@ -11,14 +11,6 @@ from standarderror.llm.interface import LanguageModel
 
 #: Resamples behind every interval (whole windows, or whole questions).
 DRAWS = 200
-
-
-def _progress(iterable, total, desc, on):
-    if not on:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, leave=False)
 
 
 def versions() -> dict:

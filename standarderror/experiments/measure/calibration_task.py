@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 
-from standarderror import _checks
+from standarderror import _checks, _progress
 from standarderror.llm import interface
 from standarderror.llm.interface import LanguageModel
 from standarderror.llm.tiny import windows
 from standarderror.uncertainty import scaling
 
-from ._common import DRAWS, _header, _interval, _progress
+from ._common import DRAWS, _header, _interval
 
 #: Temperatures at which NLL is accumulated for the fitted temperature (log-spaced 0.25..4).
 FIT_GRID = np.exp(np.linspace(np.log(0.25), np.log(4.0), 25))
@@ -119,7 +119,7 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     grid_nll = np.zeros(len(FIT_GRID))
     ys, text_bytes, text_chars = [], [], []
     it = windows(ids, count, size, seed, block=block)
-    for x, y in _progress(it, count, f"calibration ({lm.info()['label']})", progress):
+    for x, y in _progress.bar(it, progress and f"calibration ({lm.info()['label']})", count):
         for first, rest in zip(x[:, :1], y):  # the text each window's predictions score
             whole, head = lm.decode(np.r_[first, rest]), lm.decode(first)
             text_bytes.append(len(whole.encode("utf-8")) - len(head.encode("utf-8")))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from standarderror import _checks
+from standarderror import _checks, _progress
 from standarderror.llm import prefix_tree
 from standarderror.llm.prefix_tree import WORD, first_word, one_word  # noqa: F401
 
@@ -258,12 +258,7 @@ class LanguageModel:
         ctx = [c for c in contexts for _ in range(k)]
         opts = [str(o) for o in options.ravel()]
         lp, tokens, truncated, merged = [], [], 0, 0
-        blocks = range(0, len(ctx), OPTION_BLOCK)
-        if progress:
-            from tqdm.auto import tqdm
-
-            blocks = tqdm(blocks, desc=str(progress), leave=False)
-        for lo in blocks:
+        for lo in _progress.bar(range(0, len(ctx), OPTION_BLOCK), progress):
             r = self.continuation_logprob(ctx[lo:lo + OPTION_BLOCK], opts[lo:lo + OPTION_BLOCK])
             lp.append(r["logprob"])
             tokens.append(r["tokens"])
