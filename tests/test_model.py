@@ -116,6 +116,32 @@ def test_cached_generation_equals_full_recomputation(m):
     assert torch.equal(out, seq[:, ctx.shape[1]:])
 
 
+def test_a_gathered_cache_gives_the_concatenated_cache_exactly():
+    # gpt.gather_cache copies rows into a buffer with room for the next pass; the next pass
+    # must see, bit for bit, the tensors that cache["k"][rows] concatenated with its keys gives
+    from standarderror.llm import gpt
+
+    net, g = _random_gpt(1)
+    ctx = torch.randint(0, 13, (3, 7), generator=g)
+    rows = torch.tensor([2, 0, 0, 1, 2])
+    nxt = torch.randint(0, 13, (5, 1), generator=g)
+    with torch.no_grad():
+        caches = [{} for _ in net.blocks]
+        net(ctx, caches, 0)
+        plain = [{"k": c["k"][rows], "v": c["v"][rows]} for c in caches]
+        gathered = [gpt.gather_cache(c, rows) for c in caches]
+        assert all(c["k"].shape[2] == 8 and c["filled"] == 7 for c in gathered)
+        want, got = net(nxt, plain, 7), net(nxt, gathered, 7)
+    assert torch.equal(want, got)
+    for p_, g_ in zip(plain, gathered):
+        assert torch.equal(p_["k"], g_["k"]) and torch.equal(p_["v"], g_["v"])
+        assert "filled" not in g_  # a plain cache again: the pass after it concatenates
+    with torch.no_grad():  # one position of room, two tokens: refused, not cut
+        with pytest.raises(ValueError, match="room for 1 position\\(s\\), not 2"):
+            net(torch.zeros(5, 2, dtype=torch.long), [gpt.gather_cache(c, rows)
+                                                       for c in caches], 7)
+
+
 def _random_gpt(seed=0):
     """A small random model with weights large enough that attention is far from uniform
     (at the default 0.02 initialisation every attention pattern looks alike)."""

@@ -279,6 +279,20 @@ def test_algorithm_one_matches_dense(t):
     assert 0 <= got["within_bin"] <= got["within_cluster"] <= 1
 
 
+def test_factors_from_a_larger_spectrum_are_the_same_to_the_bit():
+    """reliability_grid decomposes every question once and hands each bin its rows of the
+    spectrum; the similarities must be exactly those that decomposing the bin alone gives."""
+    a, _ = make(n=30, m=6, d=16, seed=3)
+    a[5, 3] = a[5, 1]  # repeated answers: zero eigenvalues, dropped from the factors
+    a[9, :3] = a[9, 3:]
+    full = sp_clusters._spectrum(a, vectors=True)
+    g = np.array([9, 2, 5, 17, 5, 28, 11])
+    for alpha in (0.4, 1.0, 2.5):
+        alone = sp_clusters._cosine(a[g], alpha)
+        given = sp_clusters._cosine(a[g], alpha, {"lam": full["lam"][g], "vec": full["vec"][g]})
+        assert np.array_equal(alone, given)
+
+
 def test_reliability_grid_matches_dense_at_every_pair():
     """Each bin's linkage is cut at every C: every pair of the grid agrees with the dense
     reference, and is exactly what a call for that pair alone returns."""

@@ -72,10 +72,7 @@ class SelfAttention(nn.Module):
         if mask is not None:
             raise ValueError("mask is used only with a prefix; pass prefix=(k, v) as well")
         if cache is not None:  # generation: prepend the keys and values seen so far
-            if "k" in cache:
-                k = torch.cat([cache["k"], k], dim=2)
-                v = torch.cat([cache["v"], v], dim=2)
-            cache["k"], cache["v"] = k, v
+            k, v = _extended(cache, k, v)
         causal = k.shape[2] == t  # a single new query attends to every cached key
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal and t > 1)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
@@ -103,6 +100,39 @@ class SelfAttention(nn.Module):
             raise ValueError(f"mask must be a boolean tensor of shape ({t}, {t}) with a "
                              f"prefix, got {got}")
         return kc, vc
+
+
+def _extended(cache: dict, k, v):
+    """``cache``'s keys and values followed by ``k`` and ``v`` (time is axis 2), stored back in
+    ``cache``: concatenated, or, in a cache from :func:`gather_cache` (``"filled"``), written
+    into the positions it left free."""
+    if "filled" in cache:
+        n, t = cache["filled"], k.shape[2]
+        if cache["k"].shape[2] != n + t:
+            raise ValueError(f"the gathered cache has room for {cache['k'].shape[2] - n} "
+                             f"position(s), not {t}")
+        cache["k"][:, :, n:], cache["v"][:, :, n:] = k, v
+        del cache["filled"]
+    elif "k" in cache:
+        cache["k"], cache["v"] = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+    else:
+        cache["k"], cache["v"] = k, v
+    return cache["k"], cache["v"]
+
+
+def gather_cache(cache: dict, rows: torch.Tensor, room: int = 1) -> dict:
+    """A cache for the batch rows ``rows`` of ``cache`` (an index tensor; rows may repeat),
+    with ``room`` free positions after its keys and values, which the next pass fills
+    (:meth:`SelfAttention.forward`). The same tensors as ``cache["k"][rows]`` concatenated
+    with the next pass's keys, in one copy instead of two."""
+    n = cache["k"].shape[2]
+    out = {"filled": n}
+    for name in ("k", "v"):
+        b, h, _, d = cache[name].shape
+        buf = cache[name].new_empty(len(rows), h, n + room, d)
+        torch.index_select(cache[name], 0, rows, out=buf[:, :, :n])
+        out[name] = buf
+    return out
 
 
 class Block(nn.Module):

@@ -32,7 +32,7 @@ import zlib
 import numpy as np
 import torch
 
-from . import prefix_tree, tiny
+from . import gpt, prefix_tree, tiny
 from .prefix_tree import WORD, first_word  # noqa: F401  (first_word: semantic.first_word)
 
 CONTEXT = 48
@@ -137,7 +137,7 @@ class _Cached:
 
     def extend(self, parent, tokens, question):
         keep = torch.from_numpy(parent)
-        caches = [{"k": cache["k"][keep], "v": cache["v"][keep]} for cache in self.caches]
+        caches = [gpt.gather_cache(cache, keep) for cache in self.caches]
         logits = self.model(torch.from_numpy(tokens[:, None]), caches, self.pos)[:, -1]
         return _Cached(self.model, caches, self.pos + 1, self.texts(parent, tokens, question),
                        logits, self.carr)

@@ -103,10 +103,12 @@ def _unique_rows(x: np.ndarray):
     return uniq, inv, np.bincount(inv, minlength=len(uniq))
 
 
-def _cosine(a: np.ndarray, alpha: float) -> np.ndarray:
+def _cosine(a: np.ndarray, alpha: float, sp: dict | None = None) -> np.ndarray:
+    """The similarity matrix of :func:`similarity` at exponent ``alpha`` (= 1/T); ``sp`` as in
+    :func:`_factors`."""
     ip = _inner_distinct(a) if alpha == 1.0 else None
     if ip is None:
-        F, owner, _, mu = _factors(a, alpha)
+        F, owner, _, mu = _factors(a, alpha, sp)
         ip = _inner(F, owner, a.shape[0])
         norm = np.sqrt(np.sum(mu * mu, axis=1))
     else:

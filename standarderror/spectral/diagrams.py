@@ -147,13 +147,15 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
                 raise ValueError(f"clusters must be <= the smallest bin's {n // b} questions "
                                  f"(n={n}, bins={b}), got {k}")
     alpha = 1.0 / t
-    top = _log_scaled(_spectrum(a)["lam"], alpha)[0][:, 0]
+    spec = _spectrum(a, vectors=True)  # each bin's factors take their rows of it
+    top = _log_scaled(spec["lam"], alpha)[0][:, 0]
     out = {}
     for b in bs:
         groups = _equal_mass(top, b) if binning == "split" else _quantile_bins(top, b)
         per_k = {k: ([], [], [], [], [0.0, 0], [0.0, 0]) for k in ks}
         for g in groups:
-            sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0)
+            sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0,
+                          {"lam": spec["lam"][g], "vec": spec["vec"][g]})
             iu = np.triu_indices(len(g), 1)
             tree = _Linkage(sim, method, distance)
             for k in ks:

@@ -146,7 +146,8 @@ def calibration_curve(answers, targets, temperatures, *, clusters: int = 20, lab
     out = []
     for t in ts:
         alpha = 1.0 / t
-        lab = fixed if fixed is not None else _hcluster(_cosine(a, alpha), k, method, distance)
+        lab = fixed if fixed is not None else _hcluster(_cosine(a, alpha, sp), k, method,
+                                                        distance)
         neg_h, sharp = terms if fixed is not None else target_terms(lab)
         F, owner, lam, mu = _factors(a, alpha, sp)
         score = _score_from(sp["lam"], sp["proj"], alpha, e)
