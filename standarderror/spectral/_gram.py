@@ -31,7 +31,7 @@ def _answers(answers, name: str = "answers") -> np.ndarray:
         raise ValueError(
             f"{name} must hold at least m = 2 answers per question (axis 1); got shape {a.shape}"
         )
-    top = np.abs(a).max(axis=2)
+    top = _abs_max(a, 2)
     bad = np.argwhere(top <= 0)
     if bad.size:
         q, j = bad[0]
@@ -42,11 +42,18 @@ def _answers(answers, name: str = "answers") -> np.ndarray:
     return _unit(a, top)
 
 
+def _abs_max(a: np.ndarray, axis: int) -> np.ndarray:
+    """``np.abs(a).max(axis)`` without the array of absolute values (the same numbers:
+    negation is exact)."""
+    return np.maximum(a.max(axis=axis), -a.min(axis=axis))
+
+
 def _unit(a: np.ndarray, top: np.ndarray) -> np.ndarray:
     """Rows divided by their largest absolute entry, then by their norm (no overflow or
     underflow at any finite scale)."""
     a = a / top[..., None]
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+    a /= np.linalg.norm(a, axis=-1, keepdims=True)
+    return a
 
 
 def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
@@ -55,7 +62,7 @@ def _targets(targets, n: int, d: int, name: str = "targets") -> np.ndarray:
         raise ValueError(
             f"{name} must have shape (n, d) = ({n}, {d}) to match answers; got {y.shape}"
         )
-    top = np.abs(y).max(axis=1)
+    top = _abs_max(y, 1)
     bad = np.flatnonzero(top <= 0)
     if bad.size:
         raise ValueError(f"{name} has {bad.size} zero-norm row(s), first at {bad[0]}; drop them")
