@@ -29,7 +29,7 @@ def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
     for s in range(0, n, step):
         e = a[s:s + step]
         e = e / np.linalg.norm(e, axis=2, keepdims=True)
-        f = np.einsum("qjk,qjd->qkd", coef[s:s + step], e)
+        f = np.matmul(coef[s:s + step].transpose(0, 2, 1), e)  # rows sum_j coef[j, k] e_j
         keep = pos[s:s + step]
         rows.append(f[keep])
         owner.append(np.nonzero(keep)[0] + s)
@@ -38,7 +38,9 @@ def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
 
 def _inner(F: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     r"""Frobenius inner products :math:`\langle F_i^\top F_i, F_j^\top F_j\rangle
-    = \lVert F_i F_j^\top\rVert_F^2` for all pairs, in row chunks."""
+    = \lVert F_i F_j^\top\rVert_F^2` for all pairs, in row chunks: each chunk of questions
+    against itself and the questions after it (the matrix is symmetric; the pairs ``j < i``
+    are copied from ``i < j``, so the result is exactly symmetric)."""
     starts = np.searchsorted(owner, np.arange(n + 1))
     R = len(F)
     out = np.empty((n, n))
@@ -49,11 +51,13 @@ def _inner(F: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
         while q1 < n and starts[q1 + 1] - starts[q0] <= budget:
             q1 += 1
         r0, r1 = starts[q0], starts[q1]
-        p = F[r0:r1] @ F.T
+        p = F[r0:r1] @ F[r0:].T
         p *= p
-        s = np.add.reduceat(p, starts[:-1], axis=1)
-        out[q0:q1] = np.add.reduceat(s, starts[q0:q1] - r0, axis=0)
+        s = np.add.reduceat(p, starts[q0:-1] - r0, axis=1)
+        out[q0:q1, q0:] = np.add.reduceat(s, starts[q0:q1] - r0, axis=0)
         q0 = q1
+    upper = np.triu_indices(n, 1)
+    out[upper[::-1]] = out[upper]
     return out
 
 
