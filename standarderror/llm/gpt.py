@@ -120,16 +120,16 @@ def _extended(cache: dict, k, v):
     return cache["k"], cache["v"]
 
 
-def gather_cache(cache: dict, rows: torch.Tensor, room: int = 1) -> dict:
+def gather_cache(cache: dict, rows: torch.Tensor) -> dict:
     """A cache for the batch rows ``rows`` of ``cache`` (an index tensor; rows may repeat),
-    with ``room`` free positions after its keys and values, which the next pass fills
+    with one free position after its keys and values, which the next pass (one token) fills
     (:meth:`SelfAttention.forward`). The same tensors as ``cache["k"][rows]`` concatenated
     with the next pass's keys, in one copy instead of two."""
     n = cache["k"].shape[2]
     out = {"filled": n}
     for name in ("k", "v"):
-        b, h, _, d = cache[name].shape
-        buf = cache[name].new_empty(len(rows), h, n + room, d)
+        _, h, _, d = cache[name].shape
+        buf = cache[name].new_empty(len(rows), h, n + 1, d)
         torch.index_select(cache[name], 0, rows, out=buf[:, :, :n])
         out[name] = buf
     return out
