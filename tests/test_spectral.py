@@ -1,6 +1,8 @@
 """standarderror.spectral against a plain dense d x d reference written here, plus the
 invariants and identities the paper states (Lemma 1, Lemma 2, Theorem 1, Theorem 3)."""
 
+from collections import OrderedDict
+
 import numpy as np
 import pytest
 import scipy.linalg
@@ -527,11 +529,74 @@ def test_chunking_does_not_change_results(data, monkeypatch):
     # (clusters._inner) each import the budget into their own module
     monkeypatch.setattr(_gram, "_CHUNK_BYTES", small)
     monkeypatch.setattr(sp_clusters, "_CHUNK_BYTES", small)
+    empty_cache(monkeypatch)  # else the spectra of ``before`` would be served again
     assert _gram._chunk(a.shape[1], a.shape[2]) < len(a)  # several chunks of questions
     after = (sp.log_score(a, y, 0.7), sp.similarity(a, 0.7), sp.eigenvalues(a, 1.3))
     for u, v in zip(before, after):
         np.testing.assert_allclose(u, v, atol=1e-13)
     assert np.array_equal(after[1], after[1].T)  # chunks of questions: still each pair once
+
+
+def empty_cache(monkeypatch):
+    monkeypatch.setattr(_gram, "_CACHE", OrderedDict())
+    monkeypatch.setattr(_gram, "_BY_ID", {})
+
+
+def test_answers_are_cached_by_content_read_only_and_bit_identical(data, monkeypatch):
+    empty_cache(monkeypatch)
+    a, y = data
+    first = _gram._answers(a)
+    assert not first.flags.writeable
+    with pytest.raises(ValueError):
+        first[0, 0, 0] = 1.0  # no caller can change a cached entry
+    assert _gram._answers(a.copy()) is first  # the same numbers: the same object
+    assert _gram._answers(a.astype(np.float32)) is not first  # other numbers
+    # what the cache serves is what the computation gives, bit for bit
+    fresh = _gram._checked_unit(np.asarray(a, dtype=float), "answers")
+    assert np.array_equal(first, fresh)
+    spec = _gram._spectrum(first, vectors=True)
+    assert _gram._spectrum(first)["lam"] is spec["lam"]  # decomposed once
+    direct = _gram._decompose(first, None, vectors=True)
+    assert np.array_equal(spec["lam"], direct["lam"]) and np.array_equal(spec["vec"], direct["vec"])
+    assert _gram._spectrum(first.copy())["lam"] is not spec["lam"]  # not a cached object
+    # a public result from cached inputs equals the one from an empty cache
+    again = (sp.reliability(a, y, 0.8, bins=2, clusters=3), sp.eigenvalues(a, 1.3),
+             sp.similarity(a, 0.7))
+    empty_cache(monkeypatch)
+    cold = (sp.reliability(a, y, 0.8, bins=2, clusters=3), sp.eigenvalues(a, 1.3),
+            sp.similarity(a, 0.7))
+    assert again[0]["ece"] == cold[0]["ece"]
+    assert np.array_equal(again[0]["target"], cold[0]["target"])
+    assert np.array_equal(again[1], cold[1]) and np.array_equal(again[2], cold[2])
+
+
+def test_the_cache_follows_the_content_of_a_changed_array(data, monkeypatch):
+    empty_cache(monkeypatch)
+    a, _ = data
+    a = a.copy()
+    before = sp.eigenvalues(a)
+    a[0] = a[1]  # the caller changes its array in place: the next call must see it
+    after = sp.eigenvalues(a)
+    assert np.array_equal(after[1], before[1]) and np.array_equal(after[0], before[1])
+    assert not np.array_equal(after[0], before[0])
+
+
+def test_the_cache_is_bounded_and_streamed_chunks_stay_out(data, monkeypatch):
+    empty_cache(monkeypatch)
+    a, y = data
+    monkeypatch.setattr(_gram, "_CACHE_SIZE", 3)
+    for k in range(6):
+        _gram._answers(a * (k + 1.5))
+        assert len(_gram._CACHE) <= 3 and len(_gram._BY_ID) == len(_gram._CACHE)
+    monkeypatch.setattr(_gram, "_CACHE_BYTES", 2 * a.nbytes)
+    _gram._answers(a[:, :, ::-1])  # over the byte budget with the three kept: oldest leave
+    assert sum(e["unit"].nbytes for e in _gram._CACHE.values()) <= 2 * a.nbytes
+    empty_cache(monkeypatch)
+    sp.spectrum([(a, y)])  # a streamed chunk is seen once: not kept
+    assert not _gram._CACHE
+    monkeypatch.setattr(_gram, "_CACHE_BYTES", a.nbytes - 1)
+    _gram._answers(a)  # larger than the whole budget: computed, not kept
+    assert not _gram._CACHE
 
 
 def test_permutation_of_answers_changes_nothing(data):

@@ -4,6 +4,9 @@ scaling that every per-question quantity is computed from."""
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
+
 import numpy as np
 from scipy.special import logsumexp
 
@@ -24,8 +27,53 @@ _CHUNK_BYTES = 1 << 25
 # --------------------------------------------------------------------------------------
 
 
-def _answers(answers, name: str = "answers") -> np.ndarray:
+#: Validated unit answers by content (see :func:`_answers`), least recently used first; each
+#: entry also keeps the answers' Gram spectrum once :func:`_spectrum` has computed it.
+_CACHE: OrderedDict = OrderedDict()
+#: The cache keeps at most this many sets of answers, and at most this many bytes of them.
+_CACHE_SIZE = 8
+_CACHE_BYTES = 1 << 29
+#: Cached unit arrays by ``id``: how :func:`_spectrum` recognises answers it has seen.
+_BY_ID: dict = {}
+
+
+def digest(x: np.ndarray) -> str:
+    """SHA-256 of an array's shape, dtype and bytes (a content key for the caches)."""
+    h = hashlib.sha256(f"{x.shape}{x.dtype.str}".encode())
+    h.update(np.ascontiguousarray(x).view(np.uint8).ravel())
+    return h.hexdigest()
+
+
+def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarray:
+    """``answers`` checked (3-D, finite, at least two answers, no zero vector) and each row
+    scaled to unit norm (:func:`_unit`).
+
+    A page hands the same answers to many functions, and each would check, normalise and
+    decompose them again. So the result is cached by content (SHA-256 of the float64 array):
+    the same numbers give the same unit array, the very object computed the first time, made
+    read-only so that no caller can change it. ``cache=False`` (the streamed chunks of
+    :func:`spectrum`, seen once) neither reads nor fills the cache."""
     a = _checks.array(answers, name, ndim=3)
+    key = None
+    if cache and a.nbytes <= _CACHE_BYTES:
+        key = digest(a)
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit["unit"]
+    unit = _checked_unit(a, name)
+    if key is not None:
+        unit.flags.writeable = False
+        _CACHE[key] = {"unit": unit}
+        _BY_ID[id(unit)] = key
+        while len(_CACHE) > _CACHE_SIZE or sum(
+                e["unit"].nbytes for e in _CACHE.values()) > _CACHE_BYTES:
+            _, old = _CACHE.popitem(last=False)
+            _BY_ID.pop(id(old["unit"]), None)
+    return unit
+
+
+def _checked_unit(a: np.ndarray, name: str) -> np.ndarray:
     n, m, d = a.shape
     if m < 2:
         raise ValueError(
@@ -148,7 +196,25 @@ def _level(level) -> float:
 
 def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = False) -> dict:
     """Eigenvalues (descending, exact zeros below :data:`ZERO`) of every question's density
-    matrix; with targets, the squared projections of each target on the lifted eigenvectors."""
+    matrix; with targets, the squared projections of each target on the lifted eigenvectors.
+
+    Without targets, the spectrum of unit answers that :func:`_answers` cached is computed once
+    and kept with them (eigenvalues and eigenvectors, read-only): the same numbers as
+    computing it again."""
+    key = _BY_ID.get(id(a)) if y is None else None
+    entry = _CACHE.get(key) if key is not None else None
+    if entry is None or entry["unit"] is not a:
+        return _decompose(a, y, vectors=vectors)
+    if "lam" not in entry:
+        sp = _decompose(a, None, vectors=True)
+        for v in (sp["lam"], sp["vec"]):
+            v.flags.writeable = False
+        entry["lam"], entry["vec"] = sp["lam"], sp["vec"]
+    return {"lam": entry["lam"], "proj": None, "vec": entry["vec"] if vectors else None}
+
+
+def _decompose(a: np.ndarray, y: np.ndarray | None, *, vectors: bool) -> dict:
+    """:func:`_spectrum`, computed: per chunk of questions, the Gram matrices and ``eigh``."""
     n, m, d = a.shape
     lam = np.empty((n, m))
     proj = np.zeros((n, m)) if y is not None else None

@@ -9,6 +9,7 @@ import numpy as np
 
 from .._parallel import WORKERS
 from ._gram import _CHUNK_BYTES, _log_scaled, _score_from
+from ._gram import digest as _digest
 
 #: Dense decompositions already made, keyed by (precision, content of the answers); each
 #: serves every temperature and eps (the authors' computation is by design d x d, so it is
@@ -17,13 +18,6 @@ _DENSE_CACHE: dict = {}
 _DENSE_CACHE_SIZE = 8
 
 
-def _digest(x: np.ndarray) -> str:
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=16)
-    h.update(str(x.shape).encode())
-    h.update(np.ascontiguousarray(x).view(np.uint8))
-    return h.hexdigest()
 
 
 #: Threads that share the per-question dense decompositions (each question is still one

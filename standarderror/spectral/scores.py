@@ -116,7 +116,7 @@ def spectrum(chunks) -> Spectrum:
         except (TypeError, ValueError):
             raise ValueError(f"chunks must yield (answers, targets) pairs; chunk {k} is "
                              f"{type(pair).__name__}") from None
-        a = _answers(answers, f"answers (chunk {k})")
+        a = _answers(answers, f"answers (chunk {k})", cache=False)
         n, m, d = a.shape
         if shape is not None and (m, d) != shape:
             raise ValueError(f"answers (chunk {k}) has m, d = {(m, d)} but earlier chunks "
