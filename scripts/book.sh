@@ -8,6 +8,11 @@ bash scripts/setup.sh
 # Two threads unless told otherwise: the thread count the pins were measured with, and the one
 # the tests use (tests/conftest.py), so a strict re-execution reduces in the build's order.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+# numpy's and scipy's BLAS (OpenBLAS) on one thread whatever OMP_NUM_THREADS says: the pages'
+# matrices are small (a 20 x 20 Gram, a 384-column SVD), and OpenBLAS's second thread made
+# them slower, up to tens of times when another process wants the cores (its idle threads
+# spin). torch keeps OMP_NUM_THREADS. The tests' kernels do the same (tests/conftest.py).
+export OPENBLAS_NUM_THREADS=1
 rm -rf _build
 start=$(date +%s)
 .venv/bin/jupyter-book build . --all -W --keep-going "$@"
@@ -17,6 +22,7 @@ start=$(date +%s)
 import json, os, torch
 json.dump({"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
            "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"],
+           "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"],
            "capability": torch.backends.cpu.get_cpu_capability()},
           open("_build/jupyter_execute/arithmetic.json", "w"))
 PY

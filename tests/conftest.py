@@ -5,6 +5,9 @@ from pathlib import Path
 # kernels that execute the notebooks inherit it; scripts/book.sh sets the same default for the
 # book build, so that a strict re-execution reduces in the same order as the build did.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
+# numpy's BLAS on one thread, as in scripts/book.sh (the build's arithmetic); set before the
+# test process or any kernel loads numpy.
+os.environ["OPENBLAS_NUM_THREADS"] = "1"
 
 import nbval_pages  # noqa: E402  (tests/nbval_pages.py: the notebook tests through nbval)
 
