@@ -202,14 +202,21 @@ def capability(cap: str | None) -> str:
 
 def arithmetics() -> tuple[str | None, str]:
     """(the build's arithmetic, the re-execution's), each as ``KERNELS/THREADS`` such as
-    ``AVX2/2``; the build's is None when it left no record (scripts/book.sh writes it)."""
+    ``AVX2/2``, followed by `` (BLAS k)`` when numpy's BLAS runs on another number of threads
+    (``OPENBLAS_NUM_THREADS``: one in the build and the tests); the build's is None when it left
+    no record (scripts/book.sh writes it)."""
     cap, threads = rerun_setting()
-    rerun = f"{capability(cap)}/{threads or '?'}"
+    blas = kernel_env().get("OPENBLAS_NUM_THREADS") or threads
+    rerun = f"{capability(cap)}/{threads or '?'}" + (f" (BLAS {blas})" if blas != threads else "")
     record = built_dir() / ARITHMETIC_FILE
     if not record.is_file():
         return None, rerun
     data = json.loads(record.read_text())
-    return f"{data['capability']}/{data['OMP_NUM_THREADS']}", rerun
+    omp = data["OMP_NUM_THREADS"]
+    # numpy's BLAS follows OMP_NUM_THREADS where OPENBLAS_NUM_THREADS is not set (older builds)
+    built_blas = data.get("OPENBLAS_NUM_THREADS") or omp
+    build = f"{data['capability']}/{omp}" + (f" (BLAS {built_blas})" if built_blas != omp else "")
+    return build, rerun
 
 
 def same_arithmetic() -> bool:

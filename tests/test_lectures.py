@@ -284,6 +284,27 @@ def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
     assert env["ATEN_CPU_CAPABILITY"] == "default" and env["OMP_NUM_THREADS"] == "3"
 
 
+def test_numpys_blas_threads_are_part_of_the_build_arithmetic(monkeypatch, tmp_path):
+    """The kernels run numpy's BLAS on one thread (tests/conftest.py), as scripts/book.sh
+    does; a record without OPENBLAS_NUM_THREADS (an older build, whose BLAS followed
+    OMP_NUM_THREADS) is another arithmetic unless its threads were one."""
+    import json
+
+    assert nbval_pages.kernel_env()["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.delenv("RERUN_ARITHMETIC", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setattr(nbval_pages, "built_dir", lambda: tmp_path)
+    cap = nbval_pages.capability(os.environ.get("ATEN_CPU_CAPABILITY"))
+    record = {"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+              "OMP_NUM_THREADS": "2", "capability": cap}
+    (tmp_path / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(record))
+    assert not nbval_pages.same_arithmetic()  # BLAS on 2 threads then, on 1 now
+    record["OPENBLAS_NUM_THREADS"] = "1"
+    (tmp_path / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(record))
+    assert nbval_pages.same_arithmetic()
+    assert nbval_pages.arithmetics()[0] == f"{cap}/2 (BLAS 1)"
+
+
 def test_every_quote_of_the_book_names_a_notebook_page():
     """The quotes the cross-arithmetic check reads resolve, as the build resolves them."""
     pages = {p[:-3] for p in nbval_pages.notebook_pages()}
