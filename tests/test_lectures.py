@@ -288,8 +288,6 @@ def test_numpys_blas_threads_are_part_of_the_build_arithmetic(monkeypatch, tmp_p
     """The kernels run numpy's BLAS on one thread (tests/conftest.py), as scripts/book.sh
     does; a record without OPENBLAS_NUM_THREADS (an older build, whose BLAS followed
     OMP_NUM_THREADS) is another arithmetic unless its threads were one."""
-    import json
-
     assert nbval_pages.kernel_env()["OPENBLAS_NUM_THREADS"] == "1"
     monkeypatch.delenv("RERUN_ARITHMETIC", raising=False)
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
