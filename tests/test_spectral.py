@@ -717,3 +717,34 @@ def test_unique_rows_is_numpys_unique(seed):
     assert [g.tolist() for g in got] == [want[0].tolist(), want[1].ravel().tolist(), want[2].tolist()]
     with pytest.raises(ValueError, match="2-D"):
         sp_clusters._unique_rows(x[0])
+
+
+def test_bins_and_clusters_shared_among_threads_give_the_serial_results(data, monkeypatch):
+    """reliability_grid's bins and calibration_curve's clusters run on a thread pool
+    (``_parallel.ordered_map``, numpy's BLAS on one thread): the same numbers as one thread."""
+    from standarderror import _parallel
+
+    a, y = data
+    runs = []
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(_parallel, "WORKERS", workers)
+        empty_cache(monkeypatch)
+        grid = sp.reliability_grid(a, y, 0.8, bins=(2, 3), clusters=(2, 3))
+        curve = sp.calibration_curve(a, y, [0.7, 1.3], clusters=3)
+        runs.append(([(r["ece"], r["target"], r["within_cluster"], r["within_bin"])
+                      for r in grid.values()],
+                     [(c["calibration"], c["labels"]) for c in curve]))
+    for other in runs[1:]:
+        for (e0, t0, c0, b0), (e1, t1, c1, b1) in zip(runs[0][0], other[0]):
+            assert e0 == e1 and np.array_equal(t0, t1) and c0 == c1 and b0 == b1
+        for (k0, l0), (k1, l1) in zip(runs[0][1], other[1]):
+            assert k0 == k1 and np.array_equal(l0, l1)
+
+
+def test_ordered_map_keeps_the_order_and_the_errors():
+    from standarderror import _parallel
+
+    assert _parallel.ordered_map(lambda x: x * x, range(7)) == [x * x for x in range(7)]
+    assert _parallel.ordered_map(abs, []) == []
+    with pytest.raises(ZeroDivisionError):
+        _parallel.ordered_map(lambda x: 1 / x, [1, 0, 2])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._parallel import ordered_map
 from ._gram import (
     _answers,
     _count,
@@ -149,26 +150,36 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
     alpha = 1.0 / t
     spec = _spectrum(a, vectors=True)  # each bin's factors take their rows of it
     top = _log_scaled(spec["lam"], alpha)[0][:, 0]
+
+    def clustered(g):
+        """One bin: its similarity and linkage, and per ``C`` the sums over its pairs, its
+        cluster targets and sizes (added up over the bins below, in bin order)."""
+        sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0,
+                      {"lam": spec["lam"][g], "vec": spec["vec"][g]})
+        iu = np.triu_indices(len(g), 1)
+        tree = _Linkage(sim, method, distance)
+        per = {}
+        for k in ks:
+            lab = tree.cut(min(k, len(g)))
+            same = lab[iu[0]] == lab[iu[1]]
+            kk = lab.max() + 1
+            tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
+            per[k] = (sim[iu].sum(), len(iu[0]), sim[iu][same].sum(), int(same.sum()), tc,
+                      np.bincount(lab, minlength=kk))
+        return per
+
     out = {}
     for b in bs:
         groups = _equal_mass(top, b) if binning == "split" else _quantile_bins(top, b)
         per_k = {k: ([], [], [], [], [0.0, 0], [0.0, 0]) for k in ks}
-        for g in groups:
-            sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0,
-                          {"lam": spec["lam"][g], "vec": spec["vec"][g]})
-            iu = np.triu_indices(len(g), 1)
-            tree = _Linkage(sim, method, distance)
+        for g, per in zip(groups, ordered_map(clustered, groups)):
             for k in ks:
                 pred, targ, ctargets, csizes, pair_c, pair_b = per_k[k]
-                lab = tree.cut(min(k, len(g)))
-                same = lab[iu[0]] == lab[iu[1]]
-                pair_b[0] += sim[iu].sum()
-                pair_b[1] += len(iu[0])
-                pair_c[0] += sim[iu][same].sum()
-                pair_c[1] += int(same.sum())
-                kk = lab.max() + 1
-                tc = np.array([_lambda_max_rows(y[g][lab == c]) for c in range(kk)])
-                sc = np.bincount(lab, minlength=kk)
+                sum_b, n_b, sum_c, n_c, tc, sc = per[k]
+                pair_b[0] += sum_b
+                pair_b[1] += n_b
+                pair_c[0] += sum_c
+                pair_c[1] += n_c
                 kept = sc >= low
                 pred.append(top[g].mean())
                 if not kept.any():

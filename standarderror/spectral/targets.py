@@ -4,8 +4,11 @@ questions), and the matrix calibration error with its calibration-sharpness deco
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from .._parallel import ordered_map
 from ._gram import (
     EPS,
     ZERO,
@@ -46,6 +49,26 @@ def _lambda_max_rows(rows: np.ndarray) -> float:
 def _neg_entropy_rows(rows: np.ndarray) -> float:
     lam = _rows_spectrum(rows)[0]
     return float(np.sum(lam * np.log(lam)))
+
+
+def _cluster_cal(c, *, lab, F, row_lab, neg_h, y, d, e):
+    """Cluster ``c``'s term of the calibration error (one item of calibration_curve's pool)."""
+    members = np.flatnonzero(lab == c)
+    yc = y[members]
+    fc = F[row_lab == c] / np.sqrt(len(members))
+    if len(fc) <= d:  # Gram route: eigenpairs of fc fc^T lift to d-space
+        w, v = np.linalg.eigh(fc @ fc.T)
+        pos = w > ZERO
+        w, v = w[pos], v[:, pos]
+        p = (v.T @ (fc @ yc.T)) ** 2 / w[:, None]  # (r, n_c) squared projections
+    else:  # the cluster mean may have full rank d: thin SVD of the factor rows
+        _, sv, vt = np.linalg.svd(fc, full_matrices=False)
+        w = sv * sv
+        pos = w > ZERO
+        w = w[pos]
+        p = (vt[pos] @ yc.T) ** 2
+    cross = np.log(w) @ p + np.log(e) * np.clip(1.0 - p.sum(0), 0.0, None)
+    return neg_h[c] - cross.mean()
 
 
 def calibration_error(answers, targets, temperature: float = 1.0, *, clusters: int = 20,
@@ -154,24 +177,9 @@ def calibration_curve(answers, targets, temperatures, *, clusters: int = 20, lab
         row_lab = lab[owner]
         kk = lab.max() + 1
         sizes = np.bincount(lab, minlength=kk)
-        cal = np.empty(kk)
-        for c in range(kk):
-            members = np.flatnonzero(lab == c)
-            yc = y[members]
-            fc = F[row_lab == c] / np.sqrt(len(members))
-            if len(fc) <= d:  # Gram route: eigenpairs of fc fc^T lift to d-space
-                w, v = np.linalg.eigh(fc @ fc.T)
-                pos = w > ZERO
-                w, v = w[pos], v[:, pos]
-                p = (v.T @ (fc @ yc.T)) ** 2 / w[:, None]  # (r, n_c) squared projections
-            else:  # the cluster mean may have full rank d: thin SVD of the factor rows
-                _, sv, vt = np.linalg.svd(fc, full_matrices=False)
-                w = sv * sv
-                pos = w > ZERO
-                w = w[pos]
-                p = (vt[pos] @ yc.T) ** 2
-            cross = np.log(w) @ p + np.log(e) * np.clip(1.0 - p.sum(0), 0.0, None)
-            cal[c] = neg_h[c] - cross.mean()
+        one = functools.partial(_cluster_cal, lab=lab, F=F, row_lab=row_lab, neg_h=neg_h,
+                                y=y, d=d, e=e)
+        cal = np.array(ordered_map(one, range(kk)), dtype=float)
         wts = sizes / n if weighting == "size" else np.full(kk, 1.0 / kk)
         calibration = float(wts @ cal)
         sharpness = float(wts @ sharp)
