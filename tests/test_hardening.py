@@ -395,6 +395,7 @@ print(f"grown_kib={grown}")
 """
 
 
+@pytest.mark.slow  # a fresh interpreter per width that imports torch and loads a model (2-3 s each)
 @pytest.mark.parametrize("width", [2048, 8192])
 def test_a_wide_config_allocates_nothing_before_it_is_refused(tmp_path, width):
     """Width 2048 builds 0.8 GB of float32 weights, width 8192 about 13 GB: the old loader
