@@ -196,6 +196,7 @@ def test_conformal_rank_is_exact_where_n_plus_one_times_the_level_is_whole():
     assert cv.conformal_rank(9, 0.1) == 9 and cv.conformal_rank(99, 0.1) == 90
 
 
+@pytest.mark.slow  # runs benchmarks/bench_memory.py: every case, under tracemalloc
 def test_memory_benchmark_runs_on_a_small_input(capsys):
     """benchmarks/bench_memory.py covers every case at 10^6 rows when run by hand; here it runs
     on 1,280 rows so that a changed signature breaks the tests, not the benchmark."""

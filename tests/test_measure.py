@@ -156,6 +156,7 @@ def test_llama_spectral_end_to_end(llama, tmp_path):
     assert paths["spectral_reliability"].stat().st_size > 0
 
 
+@pytest.mark.slow  # a measurement over 20 million logits under tracemalloc
 def test_bounded_memory_for_a_large_vocabulary(monkeypatch):
     """The calibration streams: with blocks capped, numpy's peak stays a small multiple of
     one block, far below the predictions x vocabulary float64 array (164 MB here)."""

@@ -569,6 +569,7 @@ def test_whole_word_calibration_against_a_hand_case():
 # ---- item 6: the matrix temperature is fitted at the number of answers it is applied at --
 
 
+@pytest.mark.slow  # a whole spectral measurement on the tiny model, with five refits (1.5 s)
 def test_spectral_fits_at_the_same_number_of_answers(monkeypatch):
     from standarderror import spectral as sp
     from standarderror.llm import semantic as se
