@@ -107,6 +107,7 @@ def test_debiased_l2_near_zero_on_calibrated_data_where_plugin_is_not():
 # --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a simulation: 150 draws at each of six sizes and bin counts
 def test_floor_scales_with_sqrt_bins_over_n_and_matches_the_prediction():
     rng = np.random.default_rng(2)
     c = rng.beta(4, 2, 20_000)
@@ -164,6 +165,7 @@ def test_consistency_test_calibrated_vs_miscalibrated():
     assert r["excess"] > 0.05
 
 
+@pytest.mark.slow  # a simulation: 60 consistency tests of 199 draws each
 def test_consistency_p_values_roughly_uniform_under_the_null():
     rng = np.random.default_rng(9)
     c = rng.uniform(0.3, 1.0, 400)

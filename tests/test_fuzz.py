@@ -10,9 +10,10 @@ Two properties, over inputs drawn by hypothesis:
   empty bands of ``coverage.by_confidence`` and the empty shares of
   ``exchangeability.escalation``).
 
-The valid data are small (8 to 40 rows, 2 to 6 classes, windows of 2 rows) so that the whole
-module stays well inside the fast tier. ``standarderror.spectral`` has its own tests; the
-functions that run the model are fuzzed on their arguments only.
+The valid data are small (8 to 40 rows, 2 to 6 classes, windows of 2 rows), so each case is
+cheap; the fast tier runs the valid-input cases, and the sweep of bad inputs (over 600 cases,
+one per argument and corruption) runs in the slow tier. ``standarderror.spectral`` has its
+own tests; the functions that run the model are fuzzed on their arguments only.
 """
 
 from __future__ import annotations
@@ -312,6 +313,7 @@ def test_valid_input_never_gives_nan(name, sizes):
         assert not _has_nan(out), f"{name} returned NaN on valid input"
 
 
+@pytest.mark.slow  # a sweep of 614 cases (every argument of every function, each corruption)
 @pytest.mark.parametrize("name,arg,label", CASES, ids=["-".join(c) for c in CASES])
 @BAD
 @given(SIZES)

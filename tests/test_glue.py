@@ -5,6 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test runs scripts/glue.py 5-7 times, each in a fresh interpreter
+
 ROOT = Path(__file__).resolve().parent.parent
 GLUE = ROOT / "scripts" / "glue.py"
 

@@ -196,6 +196,7 @@ def test_conformal_rank_is_exact_where_n_plus_one_times_the_level_is_whole():
     assert cv.conformal_rank(9, 0.1) == 9 and cv.conformal_rank(99, 0.1) == 90
 
 
+@pytest.mark.slow  # runs benchmarks/bench_memory.py: every case, under tracemalloc
 def test_memory_benchmark_runs_on_a_small_input(capsys):
     """benchmarks/bench_memory.py covers every case at 10^6 rows when run by hand; here it runs
     on 1,280 rows so that a changed signature breaks the tests, not the benchmark."""
@@ -395,6 +396,7 @@ print(f"grown_kib={grown}")
 """
 
 
+@pytest.mark.slow  # a fresh interpreter per width that imports torch and loads a model (2-3 s each)
 @pytest.mark.parametrize("width", [2048, 8192])
 def test_a_wide_config_allocates_nothing_before_it_is_refused(tmp_path, width):
     """Width 2048 builds 0.8 GB of float32 weights, width 8192 about 13 GB: the old loader

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test starts a fresh interpreter (most import torch: 1-2.5 s each)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The metrics layer: functions over arrays.

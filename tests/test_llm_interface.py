@@ -26,6 +26,7 @@ def _old_predictions(count, size, seed):
     return {"p": np.exp(logp), "logp": logp, "y": np.concatenate(ys).reshape(-1)}
 
 
+@pytest.mark.slow  # the model over 160 windows twice, once by the old path
 def test_moved_predictions_are_bit_identical():
     new = coverage.predictions(count=10, size=16, seed=0)
     old = _old_predictions(10, 16, 0)
@@ -48,6 +49,7 @@ def test_next_token_and_continuation_agree_with_windows(lm):
     assert abs(r["logprob"][0] - want) < 1e-4
 
 
+@pytest.mark.slow  # the model over 240 option pairs twice, once by the generic padded path (2-3 s)
 def test_shared_option_pass_matches_the_generic_path(lm):
     """TinyLM.option_logprobs (context run once, options after its keys and values) against
     the base implementation on the same model (each pair run whole, padded batches): the
@@ -110,6 +112,7 @@ def test_unknown_characters_are_refused(lm):
         lm.continuation_logprob(["caf"], ["\u00e9"])
 
 
+@pytest.mark.slow  # samples 120 answers twice, once by re-running every prefix through the interface
 def test_sampling_is_semantic_sample_for_a_character_model(lm):
     """One sampler (prefix_tree), two backends: the tiny model's logits through its key/value
     cache, and the interface's log-probabilities of each prefix run again. Their draws agree."""

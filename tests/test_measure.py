@@ -46,6 +46,7 @@ def llama(tmp_path_factory):
 # ---- the exported tiny model reproduces the native path -------------------------------
 
 
+@pytest.mark.slow  # the `gpt2` fixture: an export and a load with transformers (2-3 s with its imports)
 def test_export_reproduces_native_log_probabilities(native, gpt2):
     x = next(tiny.batches("test", 1, 16, 0, stoi=native.loaded["stoi"]))[0].numpy()
     a, b = native.window_logprobs(x), gpt2.window_logprobs(x)
@@ -80,6 +81,7 @@ def test_streamed_table_is_temperature_table_to_the_bit(native):
         assert ab["table"][(row["score"], row["temperature"])]["aurc"] == row["aurc"]
 
 
+@pytest.mark.slow  # the `gpt2` fixture: an export and a load with transformers (2-3 s with its imports)
 def test_unknown_characters_and_missing_models_are_refused(gpt2, tmp_path):
     with pytest.raises(ValueError, match="unknown token.*\u00e9"):
         measure.calibration(gpt2, text="caf\u00e9 " * 400, count=1, size=1, progress=False)
@@ -95,6 +97,7 @@ def test_unknown_characters_and_missing_models_are_refused(gpt2, tmp_path):
 # ---- a random Llama-style model with a byte-level BPE tokenizer --------------------------
 
 
+@pytest.mark.slow  # the `llama` fixture trains a BPE tokenizer and builds a model; measured via transformers
 def test_llama_calibration_runs_and_is_consistent(llama):
     r = measure.calibration(llama, count=2, size=4, progress=False)
     assert not llama.character_level and llama.vocab_size == 1024
@@ -113,6 +116,7 @@ def test_llama_calibration_runs_and_is_consistent(llama):
         measure.summary(r, width=0)
 
 
+@pytest.mark.slow  # the `llama` fixture trains a BPE tokenizer and builds a model; measured via transformers
 def test_llama_conformal_handles_multi_token_options(llama):
     r = measure.conformal(llama, count=40, progress=False)
     assert r["option_tokens"]["multi_token_share"] > 0 and r["option_tokens"]["max"] > 1
@@ -128,6 +132,7 @@ def test_llama_conformal_handles_multi_token_options(llama):
     assert len(ids_o) >= 1 and abs(got - want) < 1e-9
 
 
+@pytest.mark.slow  # the `llama` fixture trains a BPE tokenizer and builds a model; measured via transformers
 def test_llama_sampling_multi_token_answers_and_limits(llama):
     ctx = ["ROMEO: I will go to the ", "JULIET: my lord, the "]
     r = llama.sample(ctx, 6, temperature=1.0, max_tokens=8, seed=0, greedy=True)
@@ -151,6 +156,7 @@ def test_llama_spectral_end_to_end(llama, tmp_path):
     assert paths["spectral_reliability"].stat().st_size > 0
 
 
+@pytest.mark.slow  # a measurement over 20 million logits under tracemalloc
 def test_bounded_memory_for_a_large_vocabulary(monkeypatch):
     """The calibration streams: with blocks capped, numpy's peak stays a small multiple of
     one block, far below the predictions x vocabulary float64 array (164 MB here)."""
@@ -196,6 +202,7 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # the command line end to end: 40 questions through transformers, JSON and a figure
 def test_cli_conformal_writes_json_and_figure(gpt2_dir, tmp_path, capsys):
     rc = cli.main(["measure", "--model", str(gpt2_dir), "--task", "conformal", "--questions",
                    "40", "--out", str(tmp_path), "--no-progress"])

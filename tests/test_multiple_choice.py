@@ -50,6 +50,7 @@ def test_questions_are_seeded_and_positions_shuffled():
     assert counts.min() >= 15                                        # every position used
 
 
+@pytest.mark.slow  # the reference: the model over all 360 context + option strings (2 s)
 def test_option_logits_equal_full_forward(qs, final):
     z = mc.option_logits(final, qs, chunk=7)
     w = mc.option_logits(final, qs, chunk=7, whole_words=True)
@@ -85,6 +86,7 @@ def small_family():
     return mc.family(60, seed=5, steps=[steps[0], steps[-1], steps[3]])
 
 
+@pytest.mark.slow  # the `small_family` fixture runs three checkpoints over 60 questions
 def test_analysis_on_two_checkpoints(qs, small_family):
     fam = small_family
     np.testing.assert_array_equal(fam["y"], qs["y"])
@@ -105,6 +107,7 @@ def test_analysis_on_two_checkpoints(qs, small_family):
     np.testing.assert_array_equal(prefix["logits"], fam["prefix_logits"])
 
 
+@pytest.mark.slow  # the `small_family` fixture runs three checkpoints over 60 questions
 def test_overshoot_steps_and_the_fallback_identity(small_family):
     fam = small_family
     o = mc.overshoot(fam, splits=4, seed=0)
@@ -135,6 +138,7 @@ def test_bad_arguments():
         mc.questions(10, context=60)
 
 
+@pytest.mark.slow  # runs three checkpoints twice (one thread, then three)
 def test_family_scores_do_not_depend_on_how_many_checkpoints_run_side_by_side(monkeypatch):
     from standarderror.experiments import multiple_choice as mc
 

@@ -82,6 +82,7 @@ class EvilModel(PreTrainedModel):
 """
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_code_in_a_model_directory_never_runs(gpt2_dir, tmp_path, capsys, monkeypatch):
     d = _copy(gpt2_dir, tmp_path)
     (d / "evil.py").write_text(EVIL)
@@ -96,6 +97,7 @@ def test_code_in_a_model_directory_never_runs(gpt2_dir, tmp_path, capsys, monkey
     assert not (d / "RAN").exists()
 
 
+@pytest.mark.slow  # transformers looks the unknown tokenizer class up across its registry (2-4 s)
 def test_tokenizer_auto_map_never_runs(gpt2_dir, tmp_path, capsys):
     d = _copy(gpt2_dir, tmp_path)
     (d / "evil.py").write_text(EVIL)
@@ -111,6 +113,7 @@ def test_tokenizer_auto_map_never_runs(gpt2_dir, tmp_path, capsys):
     _one_line_error(capsys)
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_every_load_passes_trust_remote_code_false_and_safetensors(gpt2_dir, monkeypatch):
     import transformers
 
@@ -134,6 +137,7 @@ def test_every_load_passes_trust_remote_code_false_and_safetensors(gpt2_dir, mon
             assert kwargs.get("use_safetensors") is True
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_pickled_weights_are_refused_with_how_to_convert(gpt2_dir, tmp_path, capsys):
     from safetensors.torch import load_file
 
@@ -214,6 +218,7 @@ def test_bad_arguments_are_one_line_before_any_work(argv, words, tmp_path, capsy
     _one_line_error(capsys, *words)
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_device_cuda_on_a_cpu_build_is_refused(gpt2_dir, tmp_path, capsys):
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -249,6 +254,7 @@ def _no_tokenizer(d):
     (lambda d: _edit_config(d, n_positions=10 ** 9), ["parameters", "random"]),
     (lambda d: _edit_config(d, n_embd=4096), ["parameters"]),
 ])
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_broken_model_directories_are_one_line(breakage, words, gpt2_dir, tmp_path, capsys,
                                                monkeypatch):
     d = _copy(gpt2_dir, tmp_path)
@@ -260,6 +266,7 @@ def test_broken_model_directories_are_one_line(breakage, words, gpt2_dir, tmp_pa
     _one_line_error(capsys, *words)
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_tokenizer_ids_beyond_the_vocabulary_are_refused(gpt2_dir, tmp_path, capsys):
     from transformers import PreTrainedTokenizerFast
 
@@ -414,6 +421,7 @@ def _reference(directory, dtype=torch.float32):
 @pytest.mark.parametrize("kind, extra", [("granite", {"logits_scaling": 4.0}),
                                          ("cohere", {"logit_scale": 0.25}),
                                          ("llama", {})])
+@pytest.mark.slow  # builds and loads a random transformers model (2-3 s with the imports)
 def test_every_path_uses_the_models_own_forward(kind, extra, tmp_path):
     d = _random_model(tmp_path / kind, kind, **extra)
     lm = interface.HFModel(d, device="cpu")
@@ -433,6 +441,7 @@ def test_every_path_uses_the_models_own_forward(kind, extra, tmp_path):
         assert np.abs(raw - want).max() > 1e-2
 
 
+@pytest.mark.slow  # the `gpt2_dir` fixture: an export with transformers (2-3 s with its imports)
 def test_bf16_head_and_softmax_run_in_float32(gpt2_dir):
     lm = interface.HFModel(gpt2_dir, device="cpu", dtype="bfloat16")
     assert lm.info()["dtype"] == "bfloat16" and lm.info()["head"] == "float32"
@@ -453,6 +462,7 @@ def test_bf16_head_and_softmax_run_in_float32(gpt2_dir):
 # ---- item 1: BOS before every window; calibration by position ---------------------------
 
 
+@pytest.mark.slow  # builds and loads a random transformers model (2-3 s with the imports)
 def test_windows_get_the_bos_token_the_tokenizer_adds(tmp_path):
     d = _random_model(tmp_path / "bos", "llama", bos=True)
     lm = interface.HFModel(d, device="cpu")
@@ -489,6 +499,7 @@ def test_position_bands_partition_the_predictions():
 # ---- items 2, 3: what is held out; per-byte log-loss, intervals and the ECE floor -------
 
 
+@pytest.mark.slow  # three measurements through transformers, one on a random Llama-style model built here
 def test_held_out_is_said_only_where_it_is_true(gpt2_dir, tmp_path):
     lm = interface.HFModel(gpt2_dir, device="cpu")
     r = measure.calibration(lm, count=1, size=2, progress=False)
@@ -533,6 +544,7 @@ def test_per_byte_loss_and_intervals():
     assert s["intervals"]["accuracy"] == [pytest.approx(ok.mean(), abs=1e-12)] * 2
 
 
+@pytest.mark.slow  # builds and loads a random transformers model (2-3 s with the imports)
 def test_per_byte_counts_the_bytes_of_a_subword_tokenizer(tmp_path):
     d = export.random_llama(tmp_path / "llama", vocab_size=512, hidden=32, layers=1,
                             window=128, text="the king and the crown of all the land. " * 50)
@@ -557,6 +569,7 @@ def test_whole_word_calibration_against_a_hand_case():
 # ---- item 6: the matrix temperature is fitted at the number of answers it is applied at --
 
 
+@pytest.mark.slow  # a whole spectral measurement on the tiny model, with five refits (1.5 s)
 def test_spectral_fits_at_the_same_number_of_answers(monkeypatch):
     from standarderror import spectral as sp
     from standarderror.llm import semantic as se

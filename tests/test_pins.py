@@ -395,6 +395,7 @@ def test_the_command_line_lists_a_pages_bare_numbers(tmp_path):
             "2 bare; 2 settings, 0 refused") in r.stdout, r.stdout
 
 
+@pytest.mark.slow  # a throwaway Sphinx project (imports Sphinx, MyST-NB and jupyter-book)
 def test_the_template_has_no_bare_number():
     """The template shows the conventions; it must pass its own check (fast: no execution)."""
     from standarderror.sphinxext.numbers import _read_pages
@@ -415,6 +416,7 @@ def test_scan_reads_the_text_of_raw_html_but_not_its_tags_or_scripts():
     assert [f.number for f in scan(tree, [])] == ["0.36"]
 
 
+@pytest.mark.slow  # a throwaway Sphinx project (imports Sphinx, MyST-NB and jupyter-book)
 def test_api_docstrings_are_skipped_and_table_rows_have_their_lines(tmp_path):
     """Autodoc text comes from the package, not the page; a table's numbers point at their row
     (fast: a throwaway Sphinx read, nothing executed)."""
@@ -691,6 +693,7 @@ def test_no_page_can_be_excused_from_a_rule():
         _builder_inited(listed)
 
 
+@pytest.mark.slow  # a throwaway Sphinx project (imports Sphinx, MyST-NB and jupyter-book)
 def test_a_phrase_seen_only_in_maths_or_code_is_noted_as_declaring_nothing(tmp_path):
     """(fast: a throwaway Sphinx read, nothing executed)"""
     from standarderror.sphinxext.numbers import _read_pages

@@ -89,6 +89,7 @@ def _word_probability(loaded, context, word, temperature):
     return float(np.exp(lp + end))
 
 
+@pytest.mark.slow  # a simulation: 4,000 sampled answers per context against exact probabilities
 def test_tree_sampler_has_the_model_word_distribution(loaded):
     q = se.questions(2, seed=5)
     m = 4000

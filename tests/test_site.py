@@ -951,6 +951,7 @@ def test_jupyter_lab_opens_the_lectures_as_notebooks(lab):
         assert model["content"]["metadata"]["kernelspec"]["name"] == "python3"
 
 
+@pytest.mark.slow  # starts JupyterLab's contents manager (imports jupyter_server) and saves every lecture
 def test_saving_a_lecture_from_jupyter_keeps_its_front_matter_and_cells(tmp_path):
     """Saving a lecture from JupyterLab (jupytext's contents manager, the repository's
     ``jupytext.toml``) keeps what the book needs: the front matter's ``settings`` and

@@ -457,6 +457,7 @@ def test_auroc_single_class_draws():
         sp.auroc([0.0, 1.0, 2.0], c2, bootstrap=3, seed=seed)
 
 
+@pytest.mark.slow  # its reference: 400 AUROCs by scikit-learn, one per bootstrap draw
 def test_auroc_difference_is_paired():
     rng = np.random.default_rng(7)
     n = 300

@@ -182,6 +182,7 @@ def _one_line_refusal(r, f):
     return lines[0]
 
 
+@pytest.mark.slow  # a fresh interpreter per case (the probe imports numpy and the reader)
 def test_forged_dtype_state_is_refused_without_a_crash(tmp_path):
     data = _forged_pointer()
     assert len(data) == 230
@@ -192,6 +193,7 @@ def test_forged_dtype_state_is_refused_without_a_crash(tmp_path):
     assert "float array of 6" in msg and "AAAA" not in msg
 
 
+@pytest.mark.slow  # runs data/reviews/ye_table1.py as a script, in a fresh interpreter
 def test_forged_file_in_a_release_stops_the_script_cleanly(tmp_path):
     root = tmp_path / "release"
     (root / "data").mkdir(parents=True)
@@ -244,6 +246,7 @@ finally:
     # a FRAME announcing 3.5 GB
     ("frame", b"\x95" + (3_500_000_000).to_bytes(8, "little") + b"N", "frame longer"),
 ])
+@pytest.mark.slow  # a fresh interpreter per case (the probe imports numpy and the reader)
 def test_tiny_files_cannot_exhaust_memory(tmp_path, what, body, match):
     data = _header(body)
     assert len(data) < 64
@@ -254,6 +257,7 @@ def test_tiny_files_cannot_exhaust_memory(tmp_path, what, body, match):
     assert int(r.stdout.split("peak=")[1]) < 16 << 20
 
 
+@pytest.mark.slow  # a fresh interpreter per case (the probe imports numpy and the reader)
 def test_a_structure_with_an_exponential_repr_is_refused_at_once(tmp_path):
     data = _wide()
     assert len(data) < 2100
@@ -267,6 +271,7 @@ def test_a_structure_with_an_exponential_repr_is_refused_at_once(tmp_path):
     assert time.perf_counter() - start < 30
 
 
+@pytest.mark.slow  # a fresh interpreter per case (the probe imports numpy and the reader)
 @pytest.mark.parametrize("shape", ["lists", "tuples", "dicts", "marks"])
 def test_deep_nesting_is_one_line_not_a_recursion_error(tmp_path, shape):
     n = 200_000

@@ -206,6 +206,7 @@ def _kv(out, prefix):
 # ------------------------------------------------------------ the scripts
 
 
+@pytest.mark.slow  # the `outputs` fixture runs three scripts in a fresh interpreter (2-3 s)
 def test_table1(release, outputs):
     root, truth = release
     out = outputs["ye_table1.py"]
@@ -246,6 +247,7 @@ def test_rows_are_matched_by_position_and_must_carry_the_data_ids(release, tmp_p
         _ye.load(copy)
 
 
+@pytest.mark.slow  # the `outputs` fixture runs three scripts in a fresh interpreter (2-3 s)
 def test_rankings(release, outputs):
     root, truth = release
     out = outputs["ye_rankings.py"]
@@ -273,6 +275,7 @@ def test_rankings(release, outputs):
     assert all(allv[s] == total[s] for s in total) and allv["pairs"] == 20
 
 
+@pytest.mark.slow  # the `outputs` fixture runs three scripts in a fresh interpreter (2-3 s)
 def test_coverage_range(release, outputs):
     root, truth = release
     out = outputs["ye_rankings.py"]
@@ -293,6 +296,7 @@ def test_coverage_range(release, outputs):
             assert kv["max"] == float(f"{max(covs[s]):.4f}")
 
 
+@pytest.mark.slow  # the `outputs` fixture runs three scripts in a fresh interpreter (2-3 s)
 def test_temperature(release, outputs):
     root, truth = release
     out = outputs["ye_temperature.py"]
@@ -321,6 +325,7 @@ def test_temperature(release, outputs):
             assert rows[m][7] == pytest.approx(fit_t[task][m], abs=1e-4)
 
 
+@pytest.mark.slow  # the `outputs` fixture runs three scripts in a fresh interpreter (2-3 s)
 def test_bad_directory(outputs):
     assert "is not a directory" in outputs["bad"]
 
@@ -377,6 +382,7 @@ def test_a_pickle_that_runs_a_command_is_refused(tmp_path, monkeypatch):
         _ye.read_logits(f)
 
 
+@pytest.mark.slow  # runs data/reviews/ye_fallback.py as a script, in a fresh interpreter
 def test_fallback_script(release):
     """ye_fallback.py: the empty sets before the fallback, coverage without and with it."""
     root, truth = release
