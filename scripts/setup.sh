@@ -29,8 +29,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PIP=".venv/bin/python -m pip"
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+# Whether torch is installed, from its metadata (importing torch takes seconds, on every run of
+# the two commands).
+installed=0
+if ! .venv/bin/python -c "import importlib.metadata as m; m.version('torch')" 2>/dev/null; then
   echo "setup: installing $TORCH_SPEC (CPU build)"
+  installed=1
   # shellcheck disable=SC2086
   $PIP install -q ${TORCH_PIP_ARGS:-} "$TORCH_SPEC"
 fi
@@ -38,6 +42,7 @@ stamp=".venv/.standarderror-installed"
 if [ "$LOCK" = 0 ]; then
   # The newest releases, except torch: the one installed stays (a constraint on its version).
   echo "setup: LOCK=0: installing standarderror[book,test] (editable) at the newest releases"
+  installed=1
   keep=$(mktemp)
   .venv/bin/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > "$keep"
   $PIP install -q -U --upgrade-strategy eager -c "$keep" -e ".[book,test]"
@@ -47,6 +52,7 @@ else
   want="lock $(sha256sum "$LOCKFILE" | cut -c1-64)"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing standarderror[book,test] (editable) at the versions of $LOCKFILE"
+    installed=1
     if [ "${INSTALLER:-uv}" = uv ] && $PIP install -q "${UV_SPEC:-uv==0.13.9}" \
         && .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python \
              -c "$LOCKFILE" -e ".[book,test]"; then
@@ -58,12 +64,24 @@ else
     echo "$want" > "$stamp"
   fi
 fi
-# Guard: the resolver must not have swapped torch for a CUDA build.
-.venv/bin/python - <<'PY'
-import torch
-assert torch.version.cuda is None or torch.version.cuda == "", (
-    f"a CUDA build of torch ({torch.__version__}) was installed; reinstall a CPU build")
-print(f"setup: torch {torch.__version__} (CPU), python", __import__("platform").python_version())
+# Guard: the resolver must not have swapped torch for a CUDA build. After an install, torch
+# itself is asked; otherwise its metadata (a CUDA wheel requires nvidia-* packages or carries a
+# +cu version), without importing it.
+.venv/bin/python - "$installed" <<'PY'
+import importlib.metadata as md
+import platform
+import sys
+
+if sys.argv[1] == "1":
+    import torch
+
+    version, cuda = torch.__version__, torch.version.cuda or ""
+else:
+    version = md.version("torch")
+    cuda = ",".join(r for r in md.requires("torch") or [] if r.lower().startswith("nvidia"))
+    cuda += "+cu" if "+cu" in version else ""
+assert not cuda, f"a CUDA build of torch ({version}: {cuda}) is installed; reinstall a CPU build"
+print(f"setup: torch {version} (CPU), python", platform.python_version())
 PY
 # Jupyter (README, "Reading a lecture in Jupyter"), in this venv only: a double click opens a
 # lecture as a notebook (jupytext's documented default viewer, as a JupyterLab settings override

@@ -74,3 +74,8 @@ def pytest_report_header(config):
 
 def pytest_unconfigure(config):
     nbval_pages.cleanup(config)
+    # The run is over: move every object out of the garbage collector's reach, so that the
+    # interpreter's exit does not walk torch's (measured: the fast tier's last 4.2 s -> 1.4 s).
+    import gc
+
+    gc.freeze()
