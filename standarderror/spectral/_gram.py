@@ -5,6 +5,7 @@ scaling that every per-question quantity is computed from."""
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -35,6 +36,8 @@ _CACHE_SIZE = 8
 _CACHE_BYTES = 1 << 29
 #: Cached unit arrays by ``id``: how :func:`_spectrum` recognises answers it has seen.
 _BY_ID: dict = {}
+#: One caller at a time reads or changes the cache (a reader may call from several threads).
+_LOCK = threading.Lock()
 
 
 def digest(x: np.ndarray) -> str:
@@ -57,19 +60,23 @@ def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarra
     key = None
     if cache and a.nbytes <= _CACHE_BYTES:
         key = digest(a)
-        hit = _CACHE.get(key)
-        if hit is not None:
-            _CACHE.move_to_end(key)
-            return hit["unit"]
+        with _LOCK:
+            hit = _CACHE.get(key)
+            if hit is not None:
+                _CACHE.move_to_end(key)
+                return hit["unit"]
     unit = _checked_unit(a, name)
     if key is not None:
         unit.flags.writeable = False
-        _CACHE[key] = {"unit": unit}
-        _BY_ID[id(unit)] = key
-        while len(_CACHE) > _CACHE_SIZE or sum(
-                e["unit"].nbytes for e in _CACHE.values()) > _CACHE_BYTES:
-            _, old = _CACHE.popitem(last=False)
-            _BY_ID.pop(id(old["unit"]), None)
+        with _LOCK:
+            if key in _CACHE:  # another thread got there first: keep its object
+                return _CACHE[key]["unit"]
+            _CACHE[key] = {"unit": unit}
+            _BY_ID[id(unit)] = key
+            while len(_CACHE) > _CACHE_SIZE or sum(
+                    e["unit"].nbytes for e in _CACHE.values()) > _CACHE_BYTES:
+                _, old = _CACHE.popitem(last=False)
+                _BY_ID.pop(id(old["unit"]), None)
     return unit
 
 
@@ -201,15 +208,16 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     Without targets, the spectrum of unit answers that :func:`_answers` cached is computed once
     and kept with them (eigenvalues and eigenvectors, read-only): the same numbers as
     computing it again."""
-    key = _BY_ID.get(id(a)) if y is None else None
-    entry = _CACHE.get(key) if key is not None else None
+    with _LOCK:
+        key = _BY_ID.get(id(a)) if y is None else None
+        entry = _CACHE.get(key) if key is not None else None
     if entry is None or entry["unit"] is not a:
         return _decompose(a, y, vectors=vectors)
     if "lam" not in entry:
         sp = _decompose(a, None, vectors=True)
         for v in (sp["lam"], sp["vec"]):
             v.flags.writeable = False
-        entry["lam"], entry["vec"] = sp["lam"], sp["vec"]
+        entry["lam"], entry["vec"] = sp["lam"], sp["vec"]  # two threads: the same numbers
     return {"lam": entry["lam"], "proj": None, "vec": entry["vec"] if vectors else None}
 
 

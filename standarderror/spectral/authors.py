@@ -18,8 +18,6 @@ _DENSE_CACHE: dict = {}
 _DENSE_CACHE_SIZE = 8
 
 
-
-
 #: Threads that share the per-question dense decompositions (each question is still one
 #: single-threaded product and one LAPACK call, so the results do not depend on this number).
 _DENSE_WORKERS = WORKERS
