@@ -36,3 +36,13 @@ def _quiet_tqdm_notebook_warning() -> None:
 
 
 _quiet_tqdm_notebook_warning()
+
+
+def _keep_freed_memory() -> None:
+    """The allocator keeps freed memory for reuse (see :mod:`standarderror._memory`)."""
+    from standarderror import _memory
+
+    _memory.keep_freed_memory()
+
+
+_keep_freed_memory()

@@ -128,3 +128,26 @@ def test_stop_rule():
     assert pt.one_word("king,") == "king" and pt.one_word("o'er ") == "o'er"
     assert pt.one_word("\nX") == "" and pt.one_word(",") == ","
     assert pt.first_word("kin") == "kin" and pt.first_word("--and") == "-"
+
+
+def test_runs_from_shared_roots_are_the_single_runs():
+    """sample_runs grows every run's trees from one evaluation of each block of contexts; each
+    run must be exactly what sample returns alone with the same temperature and seed (its own
+    generator draws in sample's order), greedy answers included."""
+    contexts = ["xa", "x ", "x.", "xb"] * 3
+    runs = [(1.0, 4), (0.5, 9), (0.0, 1), (2.0, 4)]
+    calls = []
+
+    def roots(lo, hi):
+        calls.append((lo, hi))
+        return Chain(contexts[lo:hi])
+
+    got = pt.sample_runs(roots, len(contexts), 6, runs, steps=3, greedy=True)
+    shared = len(calls)
+    for (t, seed), r in zip(runs, got):
+        alone = pt.sample(lambda lo, hi: Chain(contexts[lo:hi]), len(contexts), 6,
+                          temperature=t, steps=3, seed=seed, greedy=True)
+        assert r == alone
+    assert shared == len(range(0, len(contexts), pt.ROWS // 6))  # once per block, not per run
+    with pytest.raises(ValueError, match="at least one"):
+        pt.sample_runs(roots, len(contexts), 6, [], steps=3)

@@ -137,3 +137,22 @@ def test_attach_embeds_each_string_once_and_indexes_back(loaded):
     size = len(data["strings"])
     se.attach(data, block)  # nothing new to embed
     assert len(data["strings"]) == size
+
+
+def test_answer_runs_are_the_single_answers(loaded):
+    """A search over sampling temperatures shares the context pass (semantic.answer_runs): each
+    run must equal se.answer at its temperature and seed, bit for bit."""
+    q = se.questions(12, seed=3)
+    temps, seeds = [0.1, 0.5, 3.0], [7, 8, 9]
+    runs = se.answer_runs(loaded, q, 5, temperatures=temps, seeds=seeds)
+    for t, s, r in zip(temps, seeds, runs):
+        alone = se.answer(loaded, q, 5, temperature=t, seed=s)
+        assert r.keys() == alone.keys()
+        for k in r:
+            same = (np.array_equal(r[k], alone[k]) if isinstance(r[k], np.ndarray)
+                    else r[k] == alone[k])
+            assert same, k
+    with pytest.raises(ValueError, match="one seed per temperature"):
+        se.answer_runs(loaded, q, 5, temperatures=temps, seeds=seeds[:2])
+    with pytest.raises(ValueError, match="temperature"):
+        se.answer_runs(loaded, q, 5, temperatures=[0.5, -1.0], seeds=[1, 2])

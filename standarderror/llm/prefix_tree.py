@@ -168,20 +168,39 @@ def sample(roots: Callable[[int, int], Prefixes], n: int, m: int, *, temperature
         ``steps``; the greedy trees are not counted) and, with ``greedy``, ``greedy`` (the
         argmax-decoded answer of each context).
     """
-    rng = np.random.default_rng(seed)
+    return sample_runs(roots, n, m, [(temperature, seed)], steps=steps, greedy=greedy,
+                       stop=stop, rows=rows, progress=progress)[0]
+
+
+def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
+                runs: Sequence[tuple[float, int]], *, steps: int, greedy: bool = False,
+                stop: Callable[[str], str | None] = one_word, rows: int | None = None,
+                progress=False) -> list[dict]:
+    """:func:`sample` once for each ``(temperature, seed)`` of ``runs``, from one evaluation of
+    each block of contexts: every run grows its own trees from the same roots, with its own
+    ``numpy.random.default_rng(seed)`` drawing in :func:`sample`'s order, so each result is
+    the one ``sample(temperature=t, seed=s)`` returns, bit for bit; the greedy answers (the
+    same in every run) are decoded once per block. A search over sampling temperatures pays
+    for the contexts once instead of once per temperature."""
+    runs = [(float(t), s) for t, s in runs]
+    if not runs:
+        raise ValueError("runs must hold at least one (temperature, seed) pair")
+    rngs = [np.random.default_rng(s) for _, s in runs]
     per = max(1, ROWS // min(m, 16))
-    out: list[list[str]] = []
+    out: list[list[list[str]]] = [[] for _ in runs]
     best: list[str] = []
-    unterminated = 0
+    unterminated = [0] * len(runs)
     for q0 in _progress.bar(range(0, n, per), progress):
         root = roots(q0, min(q0 + per, n))
-        words, cut = tree(root, m, temperature, rng, steps, stop, rows)
-        unterminated += cut
-        for w in words:
-            out.append([w[j] for j in rng.permutation(m)])
-        if greedy:
-            best.extend(w[0] for w in tree(root, 1, 0.0, rng, steps, stop, rows)[0])
-    res = {"answers": out, "unterminated": unterminated}
+        for r, ((temperature, _), rng) in enumerate(zip(runs, rngs)):
+            words, cut = tree(root, m, temperature, rng, steps, stop, rows)
+            unterminated[r] += cut
+            for w in words:
+                out[r].append([w[j] for j in rng.permutation(m)])
+        if greedy:  # draws nothing: no run's generator moves
+            best.extend(w[0] for w in tree(root, 1, 0.0, rngs[0], steps, stop, rows)[0])
+    res = [{"answers": a, "unterminated": u} for a, u in zip(out, unterminated)]
     if greedy:
-        res["greedy"] = best
+        for r in res:
+            r["greedy"] = list(best)
     return res

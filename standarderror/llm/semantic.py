@@ -168,10 +168,21 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
         ``greedy=True``, a pair ``(answers, greedy_words)``: the argmax-decoded word of each
         context, computed from the same context pass.
     """
+    r = _sample_runs(loaded, contexts, m, [(temperature, seed)], steps=steps, greedy=greedy)[0]
+    return (r["answers"], r["greedy"]) if greedy else r["answers"]
+
+
+@torch.inference_mode()
+def _sample_runs(loaded: dict, contexts: list[str], m: int, runs, *, steps: int = STEPS,
+                 greedy: bool = False) -> list[dict]:
+    """:func:`sample` for each ``(temperature, seed)`` of ``runs``, each context run through
+    the model once for all of them (:func:`standarderror.llm.prefix_tree.sample_runs`): the
+    results of :func:`prefix_tree.sample`, one per run."""
     if not isinstance(m, (int, np.integer)) or m < 1:
         raise ValueError(f"m must be a positive integer, got {m!r}")
-    if temperature < 0 or not np.isfinite(temperature):
-        raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+    for temperature, _ in runs:
+        if temperature < 0 or not np.isfinite(temperature):
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
     model, chars, stoi = loaded["model"], loaded["chars"], loaded["stoi"]
     lengths = {len(c) for c in contexts}
     if len(lengths) != 1:
@@ -187,9 +198,7 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
         logits = model(ids[lo:hi], caches, 0)[:, -1]
         return _Cached(model, caches, clen, np.full(hi - lo, "", dtype=object), logits, carr)
 
-    r = prefix_tree.sample(roots, len(contexts), m, temperature=temperature, steps=steps,
-                           seed=seed, greedy=greedy)
-    return (r["answers"], r["greedy"]) if greedy else r["answers"]
+    return prefix_tree.sample_runs(roots, len(contexts), m, runs, steps=steps, greedy=greedy)
 
 
 # --------------------------------------------------------------------------------------
@@ -269,17 +278,30 @@ def answer(loaded: dict, qs: dict, m: int, *, temperature: float = SAMPLING_TEMP
     ``greedy`` (argmax decoding), ``correct`` (greedy == truth, :func:`correct`),
     ``temperature`` and ``m``.
     """
-    answers, greedy = sample(loaded, qs["context"], m, temperature=temperature, seed=seed, greedy=True)
-    return {
+    return answer_runs(loaded, qs, m, temperatures=[temperature], seeds=[seed])[0]
+
+
+def answer_runs(loaded: dict, qs: dict, m: int, *, temperatures, seeds) -> list[dict]:
+    """:func:`answer` at each temperature of ``temperatures`` with the seed at the same place in
+    ``seeds``: each result is the one ``answer(..., temperature=t, seed=s)`` returns, bit for
+    bit, but the questions' contexts are run through the model once for all of them (a
+    search over sampling temperatures)."""
+    temperatures, seeds = list(temperatures), list(seeds)
+    if len(temperatures) != len(seeds) or not temperatures:
+        raise ValueError(f"give one seed per temperature: {len(temperatures)} temperatures, "
+                         f"{len(seeds)} seeds")
+    runs = _sample_runs(loaded, qs["context"], m, list(zip(temperatures, seeds)), greedy=True)
+    ok = correct(runs[0]["greedy"], qs["truth"])
+    return [{
         "context": qs["context"],
         "truth": qs["truth"],
         "position": qs["position"],
-        "answers": answers,
-        "greedy": greedy,
-        "correct": correct(greedy, qs["truth"]),
-        "temperature": float(temperature),
+        "answers": r["answers"],
+        "greedy": r["greedy"],
+        "correct": ok.copy(),
+        "temperature": float(t),
         "m": int(m),
-    }
+    } for r, t in zip(runs, temperatures)]
 
 
 def attach(data: dict, block: dict) -> dict:
