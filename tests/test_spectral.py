@@ -748,3 +748,22 @@ def test_ordered_map_keeps_the_order_and_the_errors():
     assert _parallel.ordered_map(abs, []) == []
     with pytest.raises(ZeroDivisionError):
         _parallel.ordered_map(lambda x: 1 / x, [1, 0, 2])
+
+
+@pytest.mark.parametrize("n", [40, 384])
+def test_thin_svd_is_numpys_bit_for_bit(n):
+    """targets._thin_svd skips numpy.linalg.svd's left singular vectors (a cluster mean's
+    decomposition): on either side of dgesdd's QR threshold (11 n / 6 rows), full rank and
+    rank-deficient (repeated rows, as repeated answers give), the singular values and right
+    vectors must be numpy's exactly."""
+    from standarderror.spectral import targets
+
+    rng = np.random.default_rng(n)
+    cut = int(n * 11 / 6)
+    for rows in (n + 1, cut - 1, cut, cut + 1, 3 * n):
+        x = rng.standard_normal((rows, n)) * np.exp(-np.arange(n) / 8)
+        deficient = x[rng.integers(0, n // 2, rows)]
+        for a in (x, deficient):
+            sv, vt = targets._thin_svd(a)
+            _, ref_sv, ref_vt = np.linalg.svd(a, full_matrices=False)
+            assert np.array_equal(sv, ref_sv) and np.array_equal(vt, ref_vt), (rows, n)

@@ -12,6 +12,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from .. import _checks
+from .._parallel import ordered_map
 
 #: Eigenvalues of the Gram matrix at or below this value are exact zeros of the density matrix.
 ZERO = 1e-12
@@ -40,10 +41,21 @@ _BY_ID: dict = {}
 _LOCK = threading.Lock()
 
 
+#: Bytes per piece of :func:`digest` (hashed in parallel).
+_DIGEST_PIECE = 8 << 20
+
+
 def digest(x: np.ndarray) -> str:
-    """SHA-256 of an array's shape, dtype and bytes (a content key for the caches)."""
+    """A content key for the caches: SHA-256 of the array's shape and dtype followed by the
+    SHA-256 of each 8 MiB piece of its bytes, the pieces hashed among the package's threads
+    (hashlib releases the GIL; a page's answers, 100 MB, were hashed some seventy times, a
+    few seconds on one core). The key depends on the bytes alone, not on the thread count."""
     h = hashlib.sha256(f"{x.shape}{x.dtype.str}".encode())
-    h.update(np.ascontiguousarray(x).view(np.uint8).ravel())
+    data = np.ascontiguousarray(x).view(np.uint8).ravel()
+    pieces = [data[i:i + _DIGEST_PIECE] for i in range(0, max(len(data), 1), _DIGEST_PIECE)]
+    hash_piece = (lambda p: hashlib.sha256(p).digest())
+    for d in ordered_map(hash_piece, pieces):
+        h.update(d)
     return h.hexdigest()
 
 
