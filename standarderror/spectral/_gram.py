@@ -53,10 +53,13 @@ def digest(x: np.ndarray) -> str:
     h = hashlib.sha256(f"{x.shape}{x.dtype.str}".encode())
     data = np.ascontiguousarray(x).view(np.uint8).ravel()
     pieces = [data[i:i + _DIGEST_PIECE] for i in range(0, max(len(data), 1), _DIGEST_PIECE)]
-    hash_piece = (lambda p: hashlib.sha256(p).digest())
-    for d in ordered_map(hash_piece, pieces):
+    for d in ordered_map(_sha256, pieces):
         h.update(d)
     return h.hexdigest()
+
+
+def _sha256(piece) -> bytes:
+    return hashlib.sha256(piece).digest()
 
 
 def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarray:
