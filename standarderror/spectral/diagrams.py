@@ -154,8 +154,7 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
     def clustered(g):
         """One bin: its similarity and linkage, and per ``C`` the sums over its pairs, its
         cluster targets and sizes (added up over the bins below, in bin order)."""
-        sim = _cosine(a[g], alpha if cluster_on == "scaled" else 1.0,
-                      {"lam": spec["lam"][g], "vec": spec["vec"][g]})
+        sim = _cosine(a, alpha if cluster_on == "scaled" else 1.0, spec, rows=g)
         iu = np.triu_indices(len(g), 1)
         tree = _Linkage(sim, method, distance)
         per = {}
