@@ -88,9 +88,25 @@ def _case_ok(word: str) -> bool:
 
 @functools.lru_cache(maxsize=8)
 def _pool(pool: int, lengths: tuple[int, int]) -> tuple:
-    counts = Counter(w.lower() for w in _WORD.findall(_text("train"))
-                     if lengths[0] <= len(w) <= lengths[1] and _case_ok(w))
+    # count each spelling once, then filter and merge the distinct spellings (a few thousand
+    # instead of every word of the plays): the same integer counts
+    counts: Counter = Counter()
+    for w, k in Counter(_WORD.findall(_text("train"))).items():
+        if lengths[0] <= len(w) <= lengths[1] and _case_ok(w):
+            counts[w.lower()] += k
     return tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:pool])
+
+
+@functools.lru_cache(maxsize=8)
+def _candidates(pool: int, lengths: tuple[int, int], context: int) -> tuple:
+    """The candidate places of :func:`questions` (offset, word), in text order: they do not
+    depend on ``count`` or ``seed``, so each page's many calls scan the plays once."""
+    text = _text("test")
+    frequent = {w for w, _ in _pool(pool, lengths)}
+    pattern = re.compile(rf"(?<=[ \n])([A-Za-z]{{{lengths[0]},{lengths[1]}}})(?=[^A-Za-z'\-])")
+    return tuple((m.start(), m.group(1)) for m in pattern.finditer(text)
+                 if m.start() >= context and _case_ok(m.group(1))
+                 and m.group(1).lower() in frequent)
 
 
 def distractor_pool(pool: int = 500, lengths: tuple[int, int] = LENGTHS) -> dict[int, list[str]]:
@@ -137,10 +153,7 @@ def questions(count: int = 720, seed: int = 0, *, pool: int = 500,
         if len(by_length.get(n, [])) < OPTIONS:
             raise ValueError(f"the pool has {len(by_length.get(n, []))} words of length {n}; "
                              "raise pool or narrow lengths")
-    pattern = re.compile(rf"(?<=[ \n])([A-Za-z]{{{lengths[0]},{lengths[1]}}})(?=[^A-Za-z'\-])")
-    frequent = {w for words in by_length.values() for w in words}
-    cands = [(m.start(), m.group(1)) for m in pattern.finditer(text)
-             if m.start() >= context and _case_ok(m.group(1)) and m.group(1).lower() in frequent]
+    cands = _candidates(_checks.positive_int(pool, "pool"), tuple(lengths), context)
     if count > len(cands):
         raise ValueError(f"count={count} exceeds the {len(cands)} candidate words")
     rng = np.random.default_rng(seed)

@@ -218,7 +218,11 @@ def prefetch_embedder() -> threading.Thread:
     Importing sentence-transformers and reading the model take seconds, all in Python, while
     sampling answers spends most of its time in torch's kernels, which release the GIL; a page
     that samples first and embeds next overlaps the two. :func:`embed` waits for the load; a
-    load that failed is retried there, where its error is raised."""
+    load that failed is retried there, where its error is raised.
+
+    While it runs, the calling thread must not import ``transformers`` or names from it that
+    it has not imported yet: transformers' lazy module is not safe to import from two threads
+    (a page that loads a Hugging Face model does so before it prefetches)."""
     thread = threading.Thread(target=_load_quietly, name="standarderror-embedder", daemon=True)
     thread.start()
     return thread
