@@ -132,6 +132,21 @@ def test_llama_conformal_handles_multi_token_options(llama):
     assert len(ids_o) >= 1 and abs(got - want) < 1e-9
 
 
+@pytest.mark.slow  # the `llama` and `gpt2` fixtures: a BPE tokenizer trained, two models built
+def test_batched_encoding_gives_the_ids_of_one_call_per_text(llama, gpt2, native):
+    """encode_many (one tokenizer call for a batch, as continuation_logprob encodes its pairs)
+    must give each text the ids encode gives it alone, for a subword and a character
+    tokenizer and for the interface's default."""
+    texts = ["KING: the kingdom's crown\n", "", "  two  spaces ", "JULIET: my lord, the",
+             "ROMEO:\nI will go", "the", " kingdom", tiny.split("val")[:2000]]
+    for lm in (llama, gpt2, native):
+        got = lm.encode_many(texts)
+        assert len(got) == len(texts)
+        for t, ids in zip(texts, got):
+            assert ids.dtype == np.int64 and np.array_equal(ids, lm.encode(t)), (lm.name, t)
+    assert llama.encode_many([]) == []
+
+
 @pytest.mark.slow  # the `llama` fixture trains a BPE tokenizer and builds a model; measured via transformers
 def test_llama_sampling_multi_token_answers_and_limits(llama):
     ctx = ["ROMEO: I will go to the ", "JULIET: my lord, the "]

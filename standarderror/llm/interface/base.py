@@ -70,6 +70,11 @@ class LanguageModel:
     def encode(self, text: str) -> np.ndarray:
         raise NotImplementedError
 
+    def encode_many(self, texts) -> list[np.ndarray]:
+        """:meth:`encode` of each text; a backend whose tokenizer encodes a batch in one call
+        (:class:`.HFModel`) overrides it, with the same ids."""
+        return [self.encode(t) for t in texts]
+
     def decode(self, ids) -> str:
         raise NotImplementedError
 
@@ -152,8 +157,12 @@ class LanguageModel:
         ``encode(context)``. Returns ``(context_ids, continuation_ids, merged)``; ``merged``
         is True when a token straddles the boundary (it is then scored with the continuation).
         """
-        c = self.encode(context)
-        full = self.encode(context + continuation)
+        c, full = self.encode_many([context, context + continuation])
+        return self._split(c, full)
+
+    @staticmethod
+    def _split(c: np.ndarray, full: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+        """:meth:`pair` from the two encodings."""
         k = min(len(c), len(full))
         same = c[:k] == full[:k]
         k = k if same.all() else int(np.argmin(same))
@@ -187,9 +196,15 @@ class LanguageModel:
             raise ValueError("contexts and continuations must have the same length")
         seqs, starts, conts = [], [], []
         truncated = merged = 0
-        for ctx, cont in zip(contexts, continuations):
-            c, moved = self.split_context(ctx)
-            ci, oi, mg = self.pair(c, moved + cont)
+        split = [self.split_context(ctx) for ctx in contexts]
+        # each context once (it repeats for each of its options), every pair's whole text,
+        # in two batches (pair's encodings, computed together)
+        distinct = list(dict.fromkeys(c for c, _ in split))
+        encoded = dict(zip(distinct, self.encode_many(distinct)))
+        whole = self.encode_many([c + moved + cont
+                                  for (c, moved), cont in zip(split, continuations)])
+        for (c, moved), cont, full in zip(split, continuations, whole):
+            ci, oi, mg = self._split(encoded[c], full)
             self.check_text(c + moved + cont, np.concatenate([ci, oi]))
             if len(oi) == 0:
                 raise ValueError(f"continuation {cont!r} has no tokens")

@@ -209,6 +209,15 @@ class HFModel(LanguageModel):
         ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return np.asarray(ids, dtype=np.int64)
 
+    def encode_many(self, texts) -> list[np.ndarray]:
+        """:meth:`encode` of each text, the batch in one tokenizer call (no padding, no
+        truncation: the same ids as one call per text, tested)."""
+        texts = list(texts)
+        if not texts:
+            return []
+        batch = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        return [np.asarray(ids, dtype=np.int64) for ids in batch]
+
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
                                      clean_up_tokenization_spaces=False)
