@@ -39,10 +39,12 @@ _quiet_tqdm_notebook_warning()
 
 
 def _keep_freed_memory() -> None:
-    """The allocator keeps freed memory for reuse (see :mod:`standarderror._memory`)."""
+    """The allocator keeps freed memory for reuse, and the interpreter's last garbage
+    collection is skipped at exit (see :mod:`standarderror._memory`)."""
     from standarderror import _memory
 
     _memory.keep_freed_memory()
+    _memory.skip_final_collection()
 
 
 _keep_freed_memory()

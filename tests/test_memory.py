@@ -67,3 +67,22 @@ def test_importing_the_package_applies_it_where_it_can():
                          capture_output=True, text=True).stdout
     is_glibc = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
     assert json.loads(out) is is_glibc
+
+
+def test_the_final_collection_is_skipped_at_exit_unless_switched_off(tmp_path):
+    """skip_final_collection freezes the collector's objects at exit: a reference cycle that is
+    garbage when the interpreter exits is then not collected (its __del__ does not run), and
+    with STANDARDERROR_KEEP_MEMORY=0 it is (the interpreter's own last collection)."""
+    code = f"""
+import standarderror
+class Cycle:
+    def __del__(self):
+        open({str(tmp_path / "collected")!r}, "w").write("yes")
+c = Cycle(); c.me = c; del c  # garbage, held only by its own cycle
+"""
+    env = {k: v for k, v in os.environ.items() if k != "STANDARDERROR_KEEP_MEMORY"}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert not (tmp_path / "collected").exists()
+    env["STANDARDERROR_KEEP_MEMORY"] = "0"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    assert (tmp_path / "collected").exists()

@@ -791,3 +791,29 @@ def test_kept_similarities_are_the_computed_ones(monkeypatch):
     for k in range(5):
         sp_clusters._cosine(a, 0.5, rows=rows[:k + 2])
     assert len(_gram._CACHE[_gram._BY_ID[id(a)]]["memo"]) == 2
+
+
+def test_a_map_inside_a_map_runs_in_its_thread(monkeypatch):
+    """_parallel.ordered_map shares items out among threads, but one called from a pool
+    thread (clusters._inner inside a reliability bin) runs its items in turn there: no pool
+    inside a pool; the results are the plain loop's either way."""
+    import threading
+
+    from standarderror import _parallel
+
+    monkeypatch.setattr(_parallel, "WORKERS", 2)
+    seen = []
+
+    def inner(x):
+        seen.append((threading.get_ident(), x))
+        return x * x
+
+    def outer(x):
+        me = threading.get_ident()
+        got = _parallel.ordered_map(inner, range(x, x + 3))
+        assert {t for t, v in seen if v in range(x, x + 3)} == {me}  # all in this thread
+        return got
+
+    assert _parallel.ordered_map(outer, [0, 10]) == [[0, 1, 4], [100, 121, 144]]
+    top = _parallel.ordered_map(inner, range(6))  # at top level: shared out again
+    assert top == [x * x for x in range(6)]

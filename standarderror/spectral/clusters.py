@@ -9,6 +9,7 @@ import numpy as np
 from scipy.cluster import hierarchy
 from scipy.spatial.distance import pdist, squareform
 
+from .._parallel import ordered_map
 from ._gram import (
     _CHUNK_BYTES,
     _answers,
@@ -54,17 +55,23 @@ def _inner(F: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     R = len(F)
     out = np.empty((n, n))
     budget = max(1, _CHUNK_BYTES // (8 * max(R, 1)))
-    q0 = 0
+    chunks, q0 = [], 0
     while q0 < n:
         q1 = q0 + 1
         while q1 < n and starts[q1 + 1] - starts[q0] <= budget:
             q1 += 1
+        chunks.append((q0, q1))
+        q0 = q1
+
+    def block(chunk):  # the chunks are independent: shared out among the threads
+        q0, q1 = chunk
         r0, r1 = starts[q0], starts[q1]
         p = F[r0:r1] @ F[r0:].T
         p *= p
         s = np.add.reduceat(p, starts[q0:-1] - r0, axis=1)
         out[q0:q1, q0:] = np.add.reduceat(s, starts[q0:q1] - r0, axis=0)
-        q0 = q1
+
+    ordered_map(block, chunks)
     upper = np.triu_indices(n, 1)
     out[upper[::-1]] = out[upper]
     return out
