@@ -24,7 +24,7 @@ def ordered_map(fn, items) -> list:
     serial case included: each item is computed by the same single-threaded operations
     wherever it runs, so the results are those of the plain loop, bit for bit, whatever
     :data:`WORKERS` or the BLAS's own thread setting. Called from one of its own threads (a map
-inside a map's item), it runs the items in turn: the cores are already in use."""
+    inside a map's item), it runs the items in turn: the cores are already in use."""
     items = list(items)
     if getattr(_INSIDE, "worker", False):  # called from one of this pool's threads: the
         return [fn(x) for x in items]      # cores are taken (and the BLAS is on one thread)
