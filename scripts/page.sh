@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 page=${1:?usage: scripts/page.sh lectures/NAME.md}
+# The book's arithmetic (scripts/book.sh): torch on two threads unless told otherwise, numpy's
+# BLAS on one, so that a page built alone computes the pins the book computes, bit for bit.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OPENBLAS_NUM_THREADS=1
 name=$(basename "$page" .md)
 dir=$(dirname "$page")
 # One temporary book per checkout and page, so that several checkouts (git worktrees) can build

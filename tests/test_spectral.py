@@ -817,3 +817,55 @@ def test_a_map_inside_a_map_runs_in_its_thread(monkeypatch):
     assert _parallel.ordered_map(outer, [0, 10]) == [[0, 1, 4], [100, 121, 144]]
     top = _parallel.ordered_map(inner, range(6))  # at top level: shared out again
     assert top == [x * x for x in range(6)]
+
+
+def test_projections_of_cached_answers_are_the_decompositions_bit_for_bit(data, monkeypatch):
+    """_spectrum with targets, on answers the cache holds, takes the projections from the kept
+    eigenvectors instead of decomposing every question again: the numbers of _decompose with
+    the targets, bit for bit, kept read-only and served again for the same targets."""
+    empty_cache(monkeypatch)
+    a, y = data
+    unit = _gram._answers(a)
+    yy = _gram._targets(y, *unit.shape[::2])
+    direct = _gram._decompose(unit, yy, vectors=True)
+    got = _gram._spectrum(unit, yy, vectors=True)
+    for k in ("lam", "proj", "vec"):
+        assert np.array_equal(got[k], direct[k]), k
+    assert not got["proj"].flags.writeable
+    assert _gram._spectrum(unit, yy.copy())["proj"] is got["proj"]  # the same targets: kept
+    other = _gram._targets(y[::-1].copy(), *unit.shape[::2])
+    again = _gram._spectrum(unit, other)
+    assert np.array_equal(again["proj"], _gram._decompose(unit, other, vectors=False)["proj"])
+    assert not np.array_equal(again["proj"], got["proj"])  # other targets: their own
+    # a public score from the kept projections equals one from an empty cache
+    warm = sp.log_score(a, y, 0.7)
+    empty_cache(monkeypatch)
+    assert np.array_equal(warm, sp.log_score(a, y, 0.7))
+
+
+def test_decompositions_and_subsets_shared_among_threads_give_the_serial_results(
+        data, monkeypatch):
+    """_decompose's chunks of questions and max_eigenvalue_subsample's chunks of draws run on
+    the thread pool: with chunks small enough for several, the numbers of one thread."""
+    from standarderror import _parallel
+    from standarderror.spectral import subsample
+
+    a, y = data
+    unit = _gram._answers(a, cache=False)
+    yy = _gram._targets(y, *unit.shape[::2])
+    n, m, d = unit.shape
+    monkeypatch.setattr(_gram, "_CHUNK_BYTES", 8 * m * d * 5)  # five questions a chunk
+    monkeypatch.setattr(subsample, "_CHUNK_BYTES", 8 * n * 4 * 4 * 3)  # three draws at s = 4
+    runs = []
+    for workers in (1, 2, 3):
+        monkeypatch.setattr(_parallel, "WORKERS", workers)
+        empty_cache(monkeypatch)
+        dec = _gram._decompose(unit, yy, vectors=True)
+        sub = sp.max_eigenvalue_subsample(a, [2, 4], draws=10, seed=1)
+        runs.append((dec, sub))
+    assert n > 5  # several chunks
+    for dec, sub in runs[1:]:
+        for k in ("lam", "proj", "vec"):
+            assert np.array_equal(dec[k], runs[0][0][k]), k
+        for k in ("mean", "std", "bias", "reference"):
+            assert np.array_equal(sub[k], runs[0][1][k]), k

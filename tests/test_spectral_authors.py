@@ -10,6 +10,7 @@ from scipy.spatial.distance import pdist
 from sklearn.metrics import roc_auc_score
 from threadpoolctl import threadpool_limits
 
+from standarderror import _parallel
 from standarderror import spectral as sp
 from standarderror.spectral import _gram
 from standarderror.spectral import authors as sp_authors
@@ -97,7 +98,7 @@ def test_dense_decompositions_do_not_depend_on_the_worker_count(data, precision,
     au = _gram._answers(a)
     got = {}
     for workers in (1, 3):
-        monkeypatch.setattr(sp_authors, "_DENSE_WORKERS", workers)
+        monkeypatch.setattr(_parallel, "WORKERS", workers)
         monkeypatch.setattr(sp_authors, "_DENSE_CACHE", {})
         raw = sp_authors._dense_raw(au, _gram._targets(y, *au.shape[::2]), precision)
         got[workers] = (raw["w"].tobytes(), raw["proj"].tobytes())

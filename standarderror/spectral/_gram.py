@@ -220,11 +220,15 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     """Eigenvalues (descending, exact zeros below :data:`ZERO`) of every question's density
     matrix; with targets, the squared projections of each target on the lifted eigenvectors.
 
-    Without targets, the spectrum of unit answers that :func:`_answers` cached is computed once
-    and kept with them (eigenvalues and eigenvectors, read-only): the same numbers as
-    computing it again."""
+    For unit answers that :func:`_answers` cached, the spectrum (eigenvalues and eigenvectors,
+    read-only) is computed once and kept with them, and the projections of each set of
+    targets are kept beside it (:func:`_memo`, keyed by the targets' content): a page asks for
+    the risk of the same answers and targets many times, and each call used to decompose
+    every question again. Both are the numbers :func:`_decompose` gives, bit for bit: the
+    eigenvectors are those it computes, and the projections are taken from them by the same
+    function (:func:`_projections`, on the same chunks)."""
     with _LOCK:
-        key = _BY_ID.get(id(a)) if y is None else None
+        key = _BY_ID.get(id(a))
         entry = _CACHE.get(key) if key is not None else None
     if entry is None or entry["unit"] is not a:
         return _decompose(a, y, vectors=vectors)
@@ -233,7 +237,25 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
         for v in (sp["lam"], sp["vec"]):
             v.flags.writeable = False
         entry["lam"], entry["vec"] = sp["lam"], sp["vec"]  # two threads: the same numbers
-    return {"lam": entry["lam"], "proj": None, "vec": entry["vec"] if vectors else None}
+    lam, vec = entry["lam"], entry["vec"]
+    proj = None
+    if y is not None:
+        proj = _memo(a, ("proj", digest(y)), lambda: _cached_projections(a, y, lam, vec))
+    return {"lam": lam, "proj": proj, "vec": vec if vectors else None}
+
+
+def _cached_projections(a: np.ndarray, y: np.ndarray, lam: np.ndarray,
+                        vec: np.ndarray) -> np.ndarray:
+    """The projections of :func:`_decompose`, from the eigenpairs it returned: the same chunks
+    of questions, each through :func:`_projections`."""
+    n, m, d = a.shape
+    step = _chunk(m, d)
+
+    def part(s):
+        return _projections(_unit_rows(a[s:s + step]), y[s:s + step], vec[s:s + step],
+                            lam[s:s + step], m)
+
+    return np.concatenate(ordered_map(part, range(0, n, step)))
 
 
 #: Results kept with one set of cached answers by :func:`_memo`: at most this many, and at
@@ -269,28 +291,45 @@ def _memo(a: np.ndarray, key, compute):
 
 
 def _decompose(a: np.ndarray, y: np.ndarray | None, *, vectors: bool) -> dict:
-    """:func:`_spectrum`, computed: per chunk of questions, the Gram matrices and ``eigh``."""
+    """:func:`_spectrum`, computed: per chunk of questions, the Gram matrices and ``eigh``. The
+    chunks are independent and shared out among the package's threads
+    (:func:`~standarderror._parallel.ordered_map`: each chunk's arithmetic is the plain loop's,
+    on numpy's BLAS at one thread, so the numbers do not depend on the thread count)."""
     n, m, d = a.shape
-    lam = np.empty((n, m))
-    proj = np.zeros((n, m)) if y is not None else None
-    vec = np.empty((n, m, m)) if vectors else None
     step = _chunk(m, d)
-    for s in range(0, n, step):
-        e = a[s:s + step]
-        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+
+    def part(s):
+        e = _unit_rows(a[s:s + step])
         g = e @ e.transpose(0, 2, 1) / m
         w, v = np.linalg.eigh(g)
-        w, v = w[:, ::-1], v[:, :, ::-1]
-        pos = w > ZERO
-        w = np.where(pos, w, 0.0)
-        lam[s:s + step] = w
-        if vectors:
-            vec[s:s + step] = v
-        if y is not None:
-            z = np.einsum("qjd,qd->qj", e, y[s:s + step])
-            c = np.einsum("qjk,qj->qk", v, z)
-            proj[s:s + step] = np.where(pos, c * c / (m * np.where(pos, w, 1.0)), 0.0)
-    return {"lam": lam, "proj": proj, "vec": vec}
+        w, v = w[:, ::-1], np.ascontiguousarray(v[:, :, ::-1])
+        w = np.where(w > ZERO, w, 0.0)
+        proj = None if y is None else _projections(e, y[s:s + step], v, w, m)
+        return w, (v if vectors else None), proj
+
+    parts = ordered_map(part, range(0, n, step))
+    if not parts:
+        return {"lam": np.empty((0, m)), "proj": None if y is None else np.zeros((0, m)),
+                "vec": np.empty((0, m, m)) if vectors else None}
+    return {"lam": np.concatenate([w for w, _, _ in parts]),
+            "proj": None if y is None else np.concatenate([p for _, _, p in parts]),
+            "vec": np.concatenate([v for _, v, _ in parts]) if vectors else None}
+
+
+def _unit_rows(e: np.ndarray) -> np.ndarray:
+    """Each answer of a chunk divided by its norm (as every Gram-space computation does)."""
+    return e / np.linalg.norm(e, axis=2, keepdims=True)
+
+
+def _projections(e: np.ndarray, y: np.ndarray, v: np.ndarray, lam: np.ndarray,
+                 m: int) -> np.ndarray:
+    r"""Squared projections of each unit target on the lifted unit eigenvectors of a chunk:
+    :math:`(v_k^\top E y)^2 / (m \lambda_k)` where :math:`\lambda_k > 0`, else zero (``v``
+    the Gram eigenvectors, columns in the order of ``lam``)."""
+    pos = lam > ZERO
+    z = np.einsum("qjd,qd->qj", e, y)
+    c = np.einsum("qjk,qj->qk", v, z)
+    return np.where(pos, c * c / (m * np.where(pos, lam, 1.0)), 0.0)
 
 
 def _log_scaled(lam: np.ndarray, alpha: float):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._parallel import WORKERS
+from .. import _parallel
+from .._parallel import ordered_map
 from ._gram import _CHUNK_BYTES, _log_scaled, _score_from
 from ._gram import digest as _digest
 
@@ -18,31 +19,22 @@ _DENSE_CACHE: dict = {}
 _DENSE_CACHE_SIZE = 8
 
 
-#: Threads that share the per-question dense decompositions (each question is still one
-#: single-threaded product and one LAPACK call, so the results do not depend on this number).
-_DENSE_WORKERS = WORKERS
-
-
 def _decomposed(e: np.ndarray, m) -> tuple[np.ndarray, np.ndarray]:
-    """``eigh`` of every question's :math:`E^\top E / m` (one plain product per question),
-    the questions shared out among :data:`_DENSE_WORKERS` threads (numpy releases the GIL in
-    both). Call under ``threadpool_limits(1)``."""
+    r"""``eigh`` of every question's :math:`E^\top E / m` (one plain product per question),
+    in as many parts as the package has threads, shared out among them
+    (:func:`~standarderror._parallel.ordered_map`; numpy releases the GIL in both, and each
+    question is one single-threaded product and one LAPACK call wherever it runs, so the
+    results do not depend on the thread count)."""
     def part(block):
         dense = np.stack([q.T @ q for q in block]) / m
         return np.linalg.eigh(dense)  # with vectors always, so eigenvalues never differ
 
-    parts = np.array_split(e, min(_DENSE_WORKERS, len(e)))
-    if len(parts) == 1:
-        return part(e)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(len(parts)) as pool:
-        done = list(pool.map(part, parts))
+    done = ordered_map(part, np.array_split(e, max(1, min(_parallel.WORKERS, len(e)))))
     return np.concatenate([w for w, _ in done]), np.concatenate([u for _, u in done])
 
 
 def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
-    """Signed eigenvalues (n, d) of every dense density matrix :math:`E^\top E / m`, built and
+    r"""Signed eigenvalues (n, d) of every dense density matrix :math:`E^\top E / m`, built and
     decomposed in ``precision``; with targets, the squared projections (n, d) of each target on
     the eigenvectors. Cached."""
     key = (precision, _digest(a))
