@@ -31,7 +31,7 @@ the build did: the same torch CPU kernels (``ATEN_CPU_CAPABILITY``; the kernels 
 uses, since asking for more than the CPU offers falls back) and the same thread count
 (``OMP_NUM_THREADS``, which orders the sums). ``scripts/book.sh`` records the build's in
 ``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``.ci/run``:
-``default/1``) starts the kernels in another (:func:`kernel_env`). When the two differ, last
+``native/1``) starts the kernels in another (:func:`kernel_env`). When the two differ, last
 bits differ by design and the comparison is of what a reader is told:
 
 * every pin is checked against every quote of it in the book's prose (any page's ``{pin}``
@@ -340,8 +340,9 @@ class _KernelEnv:
 
     def setup(self):
         saved = dict(os.environ)
+        env = kernel_env()  # read before the environment is cleared: it reads RERUN_ARITHMETIC
         os.environ.clear()
-        os.environ.update(kernel_env())
+        os.environ.update(env)
         try:
             super().setup()
         finally:

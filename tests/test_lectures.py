@@ -284,6 +284,61 @@ def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
     assert env["ATEN_CPU_CAPABILITY"] == "default" and env["OMP_NUM_THREADS"] == "3"
 
 
+def test_the_kernel_starts_in_the_rerun_arithmetic_with_the_whole_environment(monkeypatch):
+    """_KernelEnv swaps the process environment for the kernel's while nbval starts the
+    kernel. kernel_env() must be read before the swap: read after os.environ was cleared, it
+    saw no RERUN_ARITHMETIC and handed the kernel an empty environment, so CI's re-execution
+    in "another arithmetic" ran the build's kernels (found on 2026-12-02)."""
+    monkeypatch.setenv("RERUN_ARITHMETIC", "default/1")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    seen: dict = {}
+
+    class Start:  # stands for nbval's IPyNbFile.setup, which starts the kernel
+        def setup(self):
+            seen.update(os.environ)
+
+    class Probe(nbval_pages._KernelEnv, Start):
+        pass
+
+    before = dict(os.environ)
+    Probe().setup()
+    assert seen["ATEN_CPU_CAPABILITY"] == "default" and seen["OMP_NUM_THREADS"] == "1"
+    assert seen["OPENBLAS_NUM_THREADS"] == "1"  # tests/conftest.py's, kept
+    assert {k: v for k, v in seen.items() if k not in ("ATEN_CPU_CAPABILITY",
+                                                       "OMP_NUM_THREADS")} == {
+        k: v for k, v in before.items() if k not in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS")}
+    assert dict(os.environ) == before  # restored
+
+
+@pytest.mark.slow  # starts a Jupyter kernel and imports torch in it
+def test_a_started_kernel_computes_in_the_rerun_arithmetic(monkeypatch):
+    """End to end: a kernel started the way the notebook tests start theirs reports the torch
+    kernels and threads that RERUN_ARITHMETIC asks for."""
+    from nbval.kernel import RunningKernel
+
+    monkeypatch.setenv("RERUN_ARITHMETIC", "default/1")
+
+    class Start:
+        def setup(self):
+            self.kernel = RunningKernel("python3")
+
+    probe = type("Probe", (nbval_pages._KernelEnv, Start), {})()
+    probe.setup()
+    try:
+        probe.kernel.execute_cell_input(
+            "import os, torch; print(torch.backends.cpu.get_cpu_capability(), "
+            "torch.get_num_threads(), os.environ.get('OPENBLAS_NUM_THREADS'))",
+            allow_stdin=False)
+        text = ""
+        while not text:
+            msg = probe.kernel.get_message(stream="iopub", timeout=60)
+            if msg["msg_type"] == "stream":
+                text = msg["content"]["text"]
+    finally:
+        probe.kernel.stop()
+    assert text.split() == ["DEFAULT", "1", "1"]
+
+
 def test_numpys_blas_threads_are_part_of_the_build_arithmetic(monkeypatch, tmp_path):
     """The kernels run numpy's BLAS on one thread (tests/conftest.py), as scripts/book.sh
     does; a record without OPENBLAS_NUM_THREADS (an older build, whose BLAS followed
