@@ -177,3 +177,60 @@ def test_prefetched_embedder_is_the_one_embed_uses(monkeypatch):
     se.prefetch_embedder().join()  # swallowed in the thread ...
     with pytest.raises(RuntimeError, match="no embedder here"):
         se.embedder()  # ... raised where the embedder is needed
+
+
+def test_the_sampler_runs_a_float64_copy_of_the_model(loaded):
+    """The draws follow the last bits of the logits, so the sampler computes them in float64
+    (semantic._float64): an exact widening of the committed weights, made once per model,
+    the float32 model untouched."""
+    model = loaded["model"]
+    wide = se._float64(model)
+    assert se._float64(model) is wide and se._float64(wide) is wide
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    for (name, p), (name64, p64) in zip(model.named_parameters(), wide.named_parameters()):
+        assert name == name64 and p64.dtype == torch.float64
+        assert torch.equal(p64, p.double())  # float32 -> float64 is exact
+    q = se.questions(3, seed=4)
+    seen = []
+    original = type(wide).forward
+
+    def spy(self, *args, **kwargs):
+        out = original(self, *args, **kwargs)
+        seen.append((self is wide, out.dtype))
+        return out
+
+    type(wide).forward = spy
+    try:
+        se.sample(loaded, q["context"], 2, seed=0)
+    finally:
+        type(wide).forward = original
+    assert seen and all(s == (True, torch.float64) for s in seen)
+
+
+@pytest.mark.slow  # two fresh interpreters, each loading torch and sampling one block
+def test_sampled_answers_do_not_depend_on_the_cpu_kernels():
+    """Episode 5's test split, its first 64 questions (one block of the tree), m = 20 at
+    T = 0.5, sampled under torch's portable kernels and under the CPU's best: the same
+    answers. With float32 logits they differed on the machine of 2026-12-02 (an Intel Xeon
+    with AVX-512; torch's default kernels round the logits differently), and every number
+    of the episode moved with them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json; from standarderror.llm import semantic as se, tiny; "
+            "q = {k: v[:64] for k, v in se.questions(1700, seed=0, skip=300).items()}; "
+            "r = se.answer(tiny.load(), q, 20, temperature=0.5, seed=2); "
+            "print(json.dumps({k: r[k] for k in ('answers', 'greedy')}))")
+    runs = []
+    for cap in ("default", None):
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        env.pop("ATEN_CPU_CAPABILITY", None)
+        if cap:
+            env["ATEN_CPU_CAPABILITY"] = cap
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, check=True, timeout=300).stdout
+        runs.append(json.loads(out))
+    assert runs[0]["answers"] == runs[1]["answers"]
+    assert runs[0]["greedy"] == runs[1]["greedy"]
