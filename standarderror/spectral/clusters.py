@@ -19,6 +19,7 @@ from ._gram import (
     _memo,
     _spectrum,
     _temperature,
+    _unit_rows,
 )
 
 
@@ -37,8 +38,7 @@ def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
     rows, owner = [], []
     step = _chunk(m, d)
     for s in range(0, n, step):
-        e = a[s:s + step]
-        e = e / np.linalg.norm(e, axis=2, keepdims=True)
+        e = _unit_rows(a[s:s + step])
         f = np.matmul(coef[s:s + step].transpose(0, 2, 1), e)  # rows sum_j coef[j, k] e_j
         keep = pos[s:s + step]
         rows.append(f[keep])
