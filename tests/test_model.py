@@ -116,30 +116,52 @@ def test_cached_generation_equals_full_recomputation(m):
     assert torch.equal(out, seq[:, ctx.shape[1]:])
 
 
-def test_a_gathered_cache_gives_the_concatenated_cache_exactly():
-    # gpt.gather_cache copies rows into a buffer with room for the next pass; the next pass
-    # must see, bit for bit, the tensors that cache["k"][rows] concatenated with its keys gives
+def test_a_tree_cache_gives_the_concatenated_cache():
+    # gpt.tree_cache keeps the contexts' keys and values apart and gathers only the positions
+    # after them; each row must get the logits of the plain cache (the context's keys and
+    # values, then its own, concatenated row by row), up to the order of summation (float64)
     from standarderror.llm import gpt
 
     net, g = _random_gpt(1)
+    net = net.double()
     ctx = torch.randint(0, 13, (3, 7), generator=g)
-    rows = torch.tensor([2, 0, 0, 1, 2])
-    nxt = torch.randint(0, 13, (5, 1), generator=g)
     with torch.no_grad():
-        caches = [{} for _ in net.blocks]
-        net(ctx, caches, 0)
-        plain = [{"k": c["k"][rows], "v": c["v"][rows]} for c in caches]
-        gathered = [gpt.gather_cache(c, rows) for c in caches]
-        assert all(c["k"].shape[2] == 8 and c["filled"] == 7 for c in gathered)
-        want, got = net(nxt, plain, 7), net(nxt, gathered, 7)
-    assert torch.equal(want, got)
-    for p_, g_ in zip(plain, gathered):
-        assert torch.equal(p_["k"], g_["k"]) and torch.equal(p_["v"], g_["v"])
-        assert "filled" not in g_  # a plain cache again: the pass after it concatenates
-    with torch.no_grad():  # one position of room, two tokens: refused, not cut
+        plain, tree = [{} for _ in net.blocks], [{} for _ in net.blocks]
+        net(ctx, plain, 0), net(ctx, tree, 0)
+        group = torch.arange(3)
+        # two steps; rows repeat, skip a context, and are not sorted by context
+        for step, parent in enumerate([torch.tensor([2, 0, 0, 1, 2, 2]),
+                                       torch.tensor([3, 5, 1, 1, 0])]):
+            group = group[parent]
+            plain = [{"k": c["k"][parent], "v": c["v"][parent]} for c in plain]
+            layout = gpt.tree_layout(group, 3)
+            tree = [gpt.tree_cache(c, parent, group, layout) for c in tree]
+            assert all(c["k"].shape[2] == step + 1 and c["filled"] == step for c in tree)
+            nxt = torch.randint(0, 13, (len(parent), 1), generator=g)
+            want, got = net(nxt, plain, 7 + step), net(nxt, tree, 7 + step)
+            assert want.abs().max() > 1  # logits far from zero: a real comparison
+            torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+            for p_, t_ in zip(plain, tree):  # the context's keys, then the row's own
+                for name, i in (("k", 0), ("v", 1)):
+                    whole = torch.cat([t_["context"][i][group], t_[name]], dim=2)
+                    torch.testing.assert_close(whole, p_[name], rtol=1e-12, atol=1e-12)
+                assert "filled" not in t_
+        # a row's attention ignores the other contexts: changing context 1 leaves rows of 0
+        other = [dict(c, context=(c["context"][0].clone(), c["context"][1].clone()))
+                 for c in tree]
+        for c in other:
+            c["context"][0][1] += 3.0
+        parent = torch.arange(len(group))
+        layout = gpt.tree_layout(group, 3)
+        nxt = torch.randint(0, 13, (len(group), 1), generator=g)
+        a = net(nxt, [gpt.tree_cache(c, parent, group, layout) for c in tree], 9)
+        b = net(nxt, [gpt.tree_cache(c, parent, group, layout) for c in other], 9)
+        assert torch.equal(a[group != 1], b[group != 1]) and not torch.equal(a, b)
         with pytest.raises(ValueError, match="room for 1 position\\(s\\), not 2"):
-            net(torch.zeros(5, 2, dtype=torch.long), [gpt.gather_cache(c, rows)
-                                                       for c in caches], 7)
+            net(torch.zeros(len(group), 2, dtype=torch.long),
+                [gpt.tree_cache(c, parent, group, layout) for c in tree], 9)
+    with pytest.raises(ValueError, match="context indices in \\[0, 3\\)"):
+        gpt.tree_layout(torch.tensor([0, 3]), 3)
 
 
 def _random_gpt(seed=0):

@@ -73,6 +73,9 @@ class SelfAttention(nn.Module):
             raise ValueError("mask is used only with a prefix; pass prefix=(k, v) as well")
         if cache is not None:  # generation: prepend the keys and values seen so far
             k, v = _extended(cache, k, v)
+            if "context" in cache:  # a tree cache (tree_cache): the context apart, ungathered
+                y = _tree_attention(q, k, v, cache["context"], cache["layout"])
+                return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
         causal = k.shape[2] == t  # a single new query attends to every cached key
         y = F.scaled_dot_product_attention(q, k, v, is_causal=causal and t > 1)
         return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
@@ -104,7 +107,7 @@ class SelfAttention(nn.Module):
 
 def _extended(cache: dict, k, v):
     """``cache``'s keys and values followed by ``k`` and ``v`` (time is axis 2), stored back in
-    ``cache``: concatenated, or, in a cache from :func:`gather_cache` (``"filled"``), written
+    ``cache``: concatenated, or, in a cache from :func:`tree_cache` (``"filled"``), written
     into the positions it left free."""
     if "filled" in cache:
         n, t = cache["filled"], k.shape[2]
@@ -120,19 +123,74 @@ def _extended(cache: dict, k, v):
     return cache["k"], cache["v"]
 
 
-def gather_cache(cache: dict, rows: torch.Tensor) -> dict:
-    """A cache for the batch rows ``rows`` of ``cache`` (an index tensor; rows may repeat),
-    with one free position after its keys and values, which the next pass (one token) fills
-    (:meth:`SelfAttention.forward`). The same tensors as ``cache["k"][rows]`` concatenated
-    with the next pass's keys, in one copy instead of two."""
-    n = cache["k"].shape[2]
-    out = {"filled": n}
-    for name in ("k", "v"):
-        _, h, _, d = cache[name].shape
-        buf = cache[name].new_empty(len(rows), h, n + 1, d)
-        torch.index_select(cache[name], 0, rows, out=buf[:, :, :n])
+def tree_layout(group: torch.Tensor, contexts: int):
+    """Where each row of a tree cache sits in a padded grid of ``contexts`` x ``width`` slots
+    (``group[r]``: the context row ``r`` continues; ``width``: the most rows of one context):
+    the grid index of each row, and ``width``. Computed once per step, shared by the layers."""
+    if group.dim() != 1 or (len(group) and (group.min() < 0 or group.max() >= contexts)):
+        raise ValueError(f"group must be a 1-D tensor of context indices in [0, {contexts})")
+    order = torch.argsort(group, stable=True)
+    counts = torch.bincount(group, minlength=contexts)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(group)
+    slot[order] = torch.arange(len(group)) - starts[group[order]]
+    width = max(int(counts.max()), 1) if len(group) else 1
+    return group * width + slot, width
+
+
+def tree_cache(cache: dict, parent: torch.Tensor, group: torch.Tensor, layout) -> dict:
+    """A cache for rows that continue contexts, without copying the contexts' keys and values.
+
+    ``cache`` is either the cache of a pass over the contexts (one row per context) or a tree
+    cache returned here; ``parent`` gives each new row's row in it (rows may repeat),
+    ``group`` the context each new row continues, and ``layout`` :func:`tree_layout` of
+    ``group``. The contexts' keys and values are kept as they are; only the positions after
+    the context are gathered, into a buffer with one free position that the next pass (one
+    token) fills. :meth:`SelfAttention.forward` then attends to the context and to the row's
+    own positions (:func:`_tree_attention`): the attention of the concatenated cache, in
+    another order of summation.
+    """
+    if "context" in cache:
+        context, k_rows, v_rows = cache["context"], cache["k"], cache["v"]
+    else:
+        context = (cache["k"], cache["v"])
+        k_rows = v_rows = cache["k"][:, :, :0]
+    n = k_rows.shape[2]
+    out = {"context": context, "layout": layout, "filled": n}
+    for name, rows in (("k", k_rows), ("v", v_rows)):
+        _, h, _, d = rows.shape
+        buf = rows.new_empty(len(parent), h, n + 1, d)
+        torch.index_select(rows, 0, parent, out=buf[:, :, :n])
         out[name] = buf
     return out
+
+
+def _tree_attention(q, k, v, context, layout):
+    """One query per row (``q``: rows x heads x 1 x d) attending to its context's keys and
+    values (``context``: contexts x heads x s x d each, the row's context given by ``layout``)
+    and to its own keys and values ``k``, ``v`` (rows x heads x n x d): one softmax over the
+    s + n scores. The context's keys meet the queries in a padded grid (:func:`tree_layout`),
+    so they are never copied row by row."""
+    kc, vc = context
+    where, width = layout
+    r, h, t, d = q.shape
+    if t != 1:
+        raise ValueError(f"a tree cache takes one token per row, got {t}")
+    g, s = kc.shape[0], kc.shape[2]
+
+    def grid(rows):  # rows x h x f -> contexts x h x width x f, zeros in the empty slots
+        out = rows.new_zeros(g * width, h, rows.shape[-1])
+        out[where] = rows
+        return out.view(g, width, h, -1).transpose(1, 2)
+
+    def ungrid(cells):  # contexts x h x width x f -> rows x h x f
+        return cells.transpose(1, 2).reshape(g * width, h, -1)[where]
+
+    scores = torch.cat([ungrid(grid(q[:, :, 0]) @ kc.transpose(-1, -2)),
+                        (q @ k.transpose(-1, -2))[:, :, 0]], dim=-1)
+    w = torch.softmax(scores / math.sqrt(d), dim=-1)
+    y = ungrid(grid(w[..., :s]) @ vc) + (w[..., None, s:] @ v)[:, :, 0]
+    return y[:, :, None]
 
 
 class Block(nn.Module):

@@ -138,7 +138,10 @@ def _strings(values, name: str) -> list[str]:
 
 class _Cached:
     """The live prefixes of a tree on the tiny model (a :class:`.prefix_tree.Prefixes`): the
-    key/value cache of each row, its text, and its next-token logits as ``scores``."""
+    key/value cache of each row, its text, and its next-token logits as ``scores``. Below the
+    root the caches are tree caches (:func:`.gpt.tree_cache`): each step gathers only the
+    positions after the context, and the context's keys and values stay where the context
+    pass left them."""
 
     def __init__(self, model, caches, pos, text, logits, carr):
         self.model, self.caches, self.pos, self.text, self.carr = model, caches, pos, text, carr
@@ -148,8 +151,11 @@ class _Cached:
         return self.text[parent] + self.carr[tokens]
 
     def extend(self, parent, tokens, question):
-        keep = torch.from_numpy(parent)
-        caches = [gpt.gather_cache(cache, keep) for cache in self.caches]
+        keep, group = torch.from_numpy(parent), torch.from_numpy(question)
+        first = self.caches[0]  # the contexts: the root's rows, kept apart in a tree cache
+        contexts = len(first["context"][0] if "context" in first else first["k"])
+        layout = gpt.tree_layout(group, contexts)
+        caches = [gpt.tree_cache(cache, keep, group, layout) for cache in self.caches]
         logits = self.model(torch.from_numpy(tokens[:, None]), caches, self.pos)[:, -1]
         return _Cached(self.model, caches, self.pos + 1, self.texts(parent, tokens, question),
                        logits, self.carr)
@@ -183,7 +189,7 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
     rule is :func:`~standarderror.llm.prefix_tree.one_word`): the samples of one question
     that share a prefix share one model evaluation. Each context is run through the model once
     (key/value cache, as in ``tiny.generate``); then at each depth every live prefix is run
-    once (the cache gathered by parent), and the ``c`` samples that reached it draw their next
+    once (the cache after the context gathered by parent), and the ``c`` samples that reached it draw their next
     characters jointly from :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`
     (:math:`\ell`: the logits, in float64); a non-word character ends those samples' word.
     ``temperature=0`` follows the argmax (greedy decoding). Draws come from
