@@ -134,7 +134,7 @@ def test_a_tree_cache_gives_the_concatenated_cache():
                                        torch.tensor([3, 5, 1, 1, 0])]):
             group = group[parent]
             plain = [{"k": c["k"][parent], "v": c["v"][parent]} for c in plain]
-            layout = gpt.tree_layout(group, 3)
+            layout = gpt.tree_layout(group, 3, 2)
             tree = [gpt.tree_cache(c, parent, group, layout) for c in tree]
             assert all(c["k"].shape[2] == step + 1 and c["filled"] == step for c in tree)
             nxt = torch.randint(0, 13, (len(parent), 1), generator=g)
@@ -142,17 +142,18 @@ def test_a_tree_cache_gives_the_concatenated_cache():
             assert want.abs().max() > 1  # logits far from zero: a real comparison
             torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
             for p_, t_ in zip(plain, tree):  # the context's keys, then the row's own
+                context = (t_["context"][0].transpose(-1, -2), t_["context"][1])
                 for name, i in (("k", 0), ("v", 1)):
-                    whole = torch.cat([t_["context"][i][group], t_[name]], dim=2)
+                    whole = torch.cat([context[i][group], t_[name]], dim=2)
                     torch.testing.assert_close(whole, p_[name], rtol=1e-12, atol=1e-12)
                 assert "filled" not in t_
         # a row's attention ignores the other contexts: changing context 1 leaves rows of 0
         other = [dict(c, context=(c["context"][0].clone(), c["context"][1].clone()))
                  for c in tree]
         for c in other:
-            c["context"][0][1] += 3.0
+            c["context"][0][1] += 3.0  # its keys (transposed in a tree cache)
         parent = torch.arange(len(group))
-        layout = gpt.tree_layout(group, 3)
+        layout = gpt.tree_layout(group, 3, 2)
         nxt = torch.randint(0, 13, (len(group), 1), generator=g)
         a = net(nxt, [gpt.tree_cache(c, parent, group, layout) for c in tree], 9)
         b = net(nxt, [gpt.tree_cache(c, parent, group, layout) for c in other], 9)
@@ -161,7 +162,7 @@ def test_a_tree_cache_gives_the_concatenated_cache():
             net(torch.zeros(len(group), 2, dtype=torch.long),
                 [gpt.tree_cache(c, parent, group, layout) for c in tree], 9)
     with pytest.raises(ValueError, match="context indices in \\[0, 3\\)"):
-        gpt.tree_layout(torch.tensor([0, 3]), 3)
+        gpt.tree_layout(torch.tensor([0, 3]), 3, 2)
 
 
 def _random_gpt(seed=0):

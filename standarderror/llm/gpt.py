@@ -123,10 +123,11 @@ def _extended(cache: dict, k, v):
     return cache["k"], cache["v"]
 
 
-def tree_layout(group: torch.Tensor, contexts: int):
-    """Where each row of a tree cache sits in a padded grid of ``contexts`` x ``width`` slots
-    (``group[r]``: the context row ``r`` continues; ``width``: the most rows of one context):
-    the grid index of each row, and ``width``. Computed once per step, shared by the layers."""
+def tree_layout(group: torch.Tensor, contexts: int, heads: int):
+    """Where each row of a tree cache sits, head by head, in a padded grid of ``contexts`` x
+    ``heads`` x ``width`` slots (``group[r]``: the context row ``r`` continues; ``width``:
+    the most rows of one context): a rows x heads tensor of flat grid indices, and ``width``.
+    Computed once per step, shared by the layers."""
     if group.dim() != 1 or (len(group) and (group.min() < 0 or group.max() >= contexts)):
         raise ValueError(f"group must be a 1-D tensor of context indices in [0, {contexts})")
     order = torch.argsort(group, stable=True)
@@ -135,7 +136,8 @@ def tree_layout(group: torch.Tensor, contexts: int):
     slot = torch.empty_like(group)
     slot[order] = torch.arange(len(group)) - starts[group[order]]
     width = max(int(counts.max()), 1) if len(group) else 1
-    return group * width + slot, width
+    where = (group * heads)[:, None] * width + torch.arange(heads) * width + slot[:, None]
+    return where.reshape(-1), width
 
 
 def tree_cache(cache: dict, parent: torch.Tensor, group: torch.Tensor, layout) -> dict:
@@ -152,8 +154,8 @@ def tree_cache(cache: dict, parent: torch.Tensor, group: torch.Tensor, layout) -
     """
     if "context" in cache:
         context, k_rows, v_rows = cache["context"], cache["k"], cache["v"]
-    else:
-        context = (cache["k"], cache["v"])
+    else:  # the keys stored transposed (contexts x heads x d x s), as the scores use them
+        context = (cache["k"].transpose(-1, -2).contiguous(), cache["v"])
         k_rows = v_rows = cache["k"][:, :, :0]
     n = k_rows.shape[2]
     out = {"context": context, "layout": layout, "filled": n}
@@ -167,7 +169,8 @@ def tree_cache(cache: dict, parent: torch.Tensor, group: torch.Tensor, layout) -
 
 def _tree_attention(q, k, v, context, layout):
     """One query per row (``q``: rows x heads x 1 x d) attending to its context's keys and
-    values (``context``: contexts x heads x s x d each, the row's context given by ``layout``)
+    values (``context``: the keys transposed, contexts x heads x d x s, and the values,
+    contexts x heads x s x d; the row's context given by ``layout``)
     and to its own keys and values ``k``, ``v`` (rows x heads x n x d): one softmax over the
     s + n scores. The context's keys meet the queries in a padded grid (:func:`tree_layout`),
     so they are never copied row by row."""
@@ -176,20 +179,21 @@ def _tree_attention(q, k, v, context, layout):
     r, h, t, d = q.shape
     if t != 1:
         raise ValueError(f"a tree cache takes one token per row, got {t}")
-    g, s = kc.shape[0], kc.shape[2]
+    g, s = kc.shape[0], kc.shape[3]
 
     def grid(rows):  # rows x h x f -> contexts x h x width x f, zeros in the empty slots
-        out = rows.new_zeros(g * width, h, rows.shape[-1])
-        out[where] = rows
-        return out.view(g, width, h, -1).transpose(1, 2)
+        out = rows.new_zeros(g * h * width, rows.shape[-1])
+        out[where] = rows.reshape(r * h, -1)
+        return out.view(g, h, width, -1)
 
     def ungrid(cells):  # contexts x h x width x f -> rows x h x f
-        return cells.transpose(1, 2).reshape(g * width, h, -1)[where]
+        return cells.reshape(g * h * width, -1)[where].view(r, h, -1)
 
-    scores = torch.cat([ungrid(grid(q[:, :, 0]) @ kc.transpose(-1, -2)),
-                        (q @ k.transpose(-1, -2))[:, :, 0]], dim=-1)
-    w = torch.softmax(scores / math.sqrt(d), dim=-1)
-    y = ungrid(grid(w[..., :s]) @ vc) + (w[..., None, s:] @ v)[:, :, 0]
+    q = q[:, :, 0] / math.sqrt(d)
+    scores = torch.cat([ungrid(grid(q) @ kc),
+                        (q[:, :, None] * k).sum(-1)], dim=-1)
+    w = torch.softmax(scores, dim=-1)
+    y = ungrid(grid(w[..., :s]) @ vc) + (w[..., s:, None] * v).sum(2)
     return y[:, :, None]
 
 

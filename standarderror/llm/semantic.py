@@ -154,7 +154,7 @@ class _Cached:
         keep, group = torch.from_numpy(parent), torch.from_numpy(question)
         first = self.caches[0]  # the contexts: the root's rows, kept apart in a tree cache
         contexts = len(first["context"][0] if "context" in first else first["k"])
-        layout = gpt.tree_layout(group, contexts)
+        layout = gpt.tree_layout(group, contexts, self.model.cfg.heads)
         caches = [gpt.tree_cache(cache, keep, group, layout) for cache in self.caches]
         logits = self.model(torch.from_numpy(tokens[:, None]), caches, self.pos)[:, -1]
         return _Cached(self.model, caches, self.pos + 1, self.texts(parent, tokens, question),
