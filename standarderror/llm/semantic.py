@@ -189,8 +189,9 @@ def sample(loaded: dict, contexts: list[str], m: int, *, temperature: float = SA
     rule is :func:`~standarderror.llm.prefix_tree.one_word`): the samples of one question
     that share a prefix share one model evaluation. Each context is run through the model once
     (key/value cache, as in ``tiny.generate``); then at each depth every live prefix is run
-    once (the cache after the context gathered by parent), and the ``c`` samples that reached it draw their next
-    characters jointly from :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`
+    once (the positions after the context gathered by parent, the context's keys and values
+    kept apart: :func:`standarderror.llm.gpt.tree_cache`), and the ``c`` samples that reached
+    it draw their next characters jointly from :math:`\mathrm{Multinomial}(c, \mathrm{softmax}(\ell / T))`
     (:math:`\ell`: the logits, in float64); a non-word character ends those samples' word.
     ``temperature=0`` follows the argmax (greedy decoding). Draws come from
     ``numpy.random.default_rng(seed)``.
