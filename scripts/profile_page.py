@@ -14,7 +14,10 @@ share, first line), and for each of those cells two lists:
 
 Each cell's time is printed to stderr as it finishes (``--quiet`` to stop), and the header
 gives wall and CPU seconds and the load average at the start and the end. ``--no-profile``
-times the cells without cProfile (no overhead; the slowest cells only).
+times the cells without cProfile (no overhead; the slowest cells only). ``--serial`` runs the
+package's thread pools on one thread (``standarderror._parallel.WORKERS = 1``; no result depends
+on it): cProfile sees only the main thread, so without it the work shared out among the pools'
+threads shows as ``acquire`` of a lock, and with it as the package calls that do it.
 
 Timings are the machine's: they change with load and thread count (``OMP_NUM_THREADS``, two by
 default as in the build). Profiling adds overhead to Python-heavy cells, so a cell's share is
@@ -57,7 +60,7 @@ def _top(stats: pstats.Stats, key: int, keep, count: int) -> list[tuple[float, s
 
 
 def profile(page: Path, cells: int, calls: int, *, profiled: bool = True,
-            progress: bool = True, namespace: dict | None = None) -> int:
+            progress: bool = True, namespace: dict | None = None, serial: bool = False) -> int:
     import jupytext
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
@@ -67,6 +70,10 @@ def profile(page: Path, cells: int, calls: int, *, profiled: bool = True,
     notebook = jupytext.read(page)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     shell = InteractiveShell.instance()
+    if serial:
+        from standarderror import _parallel
+
+        _parallel.WORKERS = 1
     os.chdir(page.parent)
     results = []
     load = os.getloadavg()[0]
@@ -93,7 +100,8 @@ def profile(page: Path, cells: int, calls: int, *, profiled: bool = True,
     cpu = time.process_time() - cpu0
     print(f"{page}: {len(code)} code cells in {total:.1f} s wall, {cpu:.1f} s CPU "
           f"(OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']}, "
-          f"{'profiled' if profiled else 'not profiled'}; load average "
+          f"{'profiled' if profiled else 'not profiled'}{', pools serial' if serial else ''}; "
+          f"load average "
           f"{load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end)")
     for seconds, index, source, stats in sorted(results, key=lambda r: r[0], reverse=True)[:cells]:
         first = next((line for line in source.splitlines() if line.strip()
@@ -123,13 +131,16 @@ def main(argv=None) -> int:
                         help="time the cells only, without cProfile (no overhead)")
     parser.add_argument("--quiet", action="store_true",
                         help="no per-cell progress lines on stderr")
+    parser.add_argument("--serial", action="store_true",
+                        help="the package's thread pools on one thread, so the profile sees "
+                             "the work they share out")
     args = parser.parse_args(argv)
     if not args.page.is_file():
         parser.error(f"page: no such file {args.page}")
     if args.cells < 1 or args.calls < 1:
         parser.error("--cells and --calls must be at least 1")
     return profile(args.page.resolve(), args.cells, args.calls,
-                   profiled=not args.no_profile, progress=not args.quiet)
+                   profiled=not args.no_profile, progress=not args.quiet, serial=args.serial)
 
 
 if __name__ == "__main__":
