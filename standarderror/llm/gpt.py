@@ -154,8 +154,10 @@ def tree_cache(cache: dict, parent: torch.Tensor, group: torch.Tensor, layout) -
     """
     if "context" in cache:
         context, k_rows, v_rows = cache["context"], cache["k"], cache["v"]
-    else:  # the keys stored transposed (contexts x heads x d x s), as the scores use them
-        context = (cache["k"].transpose(-1, -2).contiguous(), cache["v"])
+    else:  # stored once per tree as the batched products read them: the keys transposed
+        # (contexts x heads x d x s), the values contiguous (a pass leaves them a view of its
+        # qkv product; a product with a view copies it at every step and layer)
+        context = (cache["k"].transpose(-1, -2).contiguous(), cache["v"].contiguous())
         k_rows = v_rows = cache["k"][:, :, :0]
     n = k_rows.shape[2]
     out = {"context": context, "layout": layout, "filled": n}
