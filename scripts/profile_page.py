@@ -15,9 +15,11 @@ share, first line), and for each of those cells two lists:
 Each cell's time is printed to stderr as it finishes (``--quiet`` to stop), and the header
 gives wall and CPU seconds and the load average at the start and the end. ``--no-profile``
 times the cells without cProfile (no overhead; the slowest cells only). ``--serial`` runs the
-package's thread pools on one thread (``standarderror._parallel.WORKERS = 1``; no result depends
-on it): cProfile sees only the main thread, so without it the work shared out among the pools'
-threads shows as ``acquire`` of a lock, and with it as the package calls that do it.
+package's thread pools on one thread (``WORKERS`` of ``standarderror._parallel``, and the copies
+that the NLL pool of ``uncertainty.scaling`` and the checkpoint pool of
+``experiments.multiple_choice`` take at import; no result depends on them): cProfile sees only
+the main thread, so without it the work shared out among the pools' threads shows as
+``acquire`` of a lock, and with it as the package calls that do it.
 
 Timings are the machine's: they change with load and thread count (``OMP_NUM_THREADS``, two by
 default as in the build). Profiling adds overhead to Python-heavy cells, so a cell's share is
@@ -70,10 +72,12 @@ def profile(page: Path, cells: int, calls: int, *, profiled: bool = True,
     notebook = jupytext.read(page)
     code = [c for c in notebook.cells if c.cell_type == "code"]
     shell = InteractiveShell.instance()
-    if serial:
+    if serial:  # before the page's cells run (the imports are not timed)
         from standarderror import _parallel
+        from standarderror.experiments import multiple_choice
+        from standarderror.uncertainty import scaling
 
-        _parallel.WORKERS = 1
+        _parallel.WORKERS = scaling._WORKERS = multiple_choice._WORKERS = 1
     os.chdir(page.parent)
     results = []
     load = os.getloadavg()[0]
