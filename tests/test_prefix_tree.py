@@ -130,24 +130,42 @@ def test_stop_rule():
     assert pt.first_word("kin") == "kin" and pt.first_word("--and") == "-"
 
 
-def test_runs_from_shared_roots_are_the_single_runs():
-    """sample_runs grows every run's trees from one evaluation of each block of contexts; each
-    run must be exactly what sample returns alone with the same temperature and seed (its own
-    generator draws in sample's order), greedy answers included."""
+@pytest.mark.parametrize("together", [1, 2, 4])
+def test_runs_from_shared_roots_are_the_single_runs(monkeypatch, together):
+    """sample_runs grows every run's trees from one evaluation of each block of contexts, and
+    ``together`` runs' trees in one evaluation per depth (pt.trees); each run must be exactly
+    what sample returns alone with the same temperature and seed (its own generator draws in
+    sample's order), greedy answers included."""
     contexts = ["xa", "x ", "x.", "xb"] * 3
     runs = [(1.0, 4), (0.5, 9), (0.0, 1), (2.0, 4)]
-    calls = []
+    calls, extends = [], []
+
+    class Counted(Chain):
+        def extend(self, parent, tokens, question):
+            extends.append(len(parent))
+            child = super().extend(parent, tokens, question)
+            child.__class__ = Counted
+            return child
 
     def roots(lo, hi):
         calls.append((lo, hi))
-        return Chain(contexts[lo:hi])
+        return Counted(contexts[lo:hi])
 
-    got = pt.sample_runs(roots, len(contexts), 6, runs, steps=3, greedy=True)
-    shared = len(calls)
+    monkeypatch.setattr(pt, "TOGETHER", together * len(contexts) * 6)
+    got = pt.sample_runs(roots, len(contexts), 6, runs, steps=3)
+    shared, evaluations, rows = len(calls), len(extends), sum(extends)
+    alone = []
     for (t, seed), r in zip(runs, got):
-        alone = pt.sample(lambda lo, hi: Chain(contexts[lo:hi]), len(contexts), 6,
-                          temperature=t, steps=3, seed=seed, greedy=True)
-        assert r == alone
+        extends.clear()
+        alone.append(pt.sample(roots, len(contexts), 6, temperature=t, steps=3, seed=seed))
+        assert r == alone[-1]
+        rows -= sum(extends)
+    assert rows == 0  # the same live prefixes, evaluated in fewer calls
+    assert 0 < evaluations <= 2 * -(-len(runs) // together)  # steps - 1 per group of runs
     assert shared == len(range(0, len(contexts), pt.ROWS // 6))  # once per block, not per run
+    with_greedy = pt.sample_runs(roots, len(contexts), 6, runs, steps=3, greedy=True)
+    for (t, seed), r, a in zip(runs, with_greedy, alone):
+        g = pt.sample(roots, len(contexts), 6, temperature=t, steps=3, seed=seed, greedy=True)
+        assert r == g and {k: v for k, v in g.items() if k != "greedy"} == a
     with pytest.raises(ValueError, match="at least one"):
         pt.sample_runs(roots, len(contexts), 6, [], steps=3)

@@ -43,6 +43,9 @@ WORD = re.compile(r"[A-Za-z']+")
 #: Contexts x answers (answers counted up to 16) in one block of the tree: bounds the live
 #: prefixes evaluated together (and, for the tiny model, its key/value cache).
 ROWS = 1024
+#: Samples of several runs (temperatures) grown together from one block (see
+#: :func:`sample_runs`): bounds the live prefixes of one evaluation when runs share it.
+TOGETHER = 4 * ROWS
 
 
 def one_word(text: str) -> str | None:
@@ -121,29 +124,56 @@ def tree(root: Prefixes, m: int, temperature: float, rng, steps: int,
     (depth by depth, children in :func:`draw`'s order), and the number of samples cut at
     ``steps`` before ``stop`` ended them.
     """
+    return trees(root, m, [(temperature, rng)], steps, stop, rows)[0]
+
+
+def trees(root: Prefixes, m: int, runs: Sequence[tuple[float, object]], steps: int,
+          stop: Callable[[str], str | None] = one_word, rows: int | None = None):
+    """:func:`tree` for each ``(temperature, rng)`` of ``runs``, all grown from ``root`` at
+    once: at each depth the live prefixes of every run are extended together, in one model
+    evaluation (``root.extend`` of their concatenation, run after run). Each run draws from
+    its own ``rng`` in :func:`tree`'s order, on its own rows' scores, so its result is the
+    one :func:`tree` returns alone, as long as a row's scores do not depend on the other rows
+    evaluated with it.
+
+    Returns a list of :func:`tree`'s ``(answers, unterminated)``, one per run.
+    """
     n = len(root.scores)
-    node, node_q, node_count = root, np.arange(n), np.full(n, m)
-    done: list[list[str]] = [[] for _ in range(n)]
-    unterminated = 0
+    node = root
+    done: list[list[list[str]]] = [[[] for _ in range(n)] for _ in runs]
+    unterminated = [0] * len(runs)
+    # Per run still growing: its contexts, its counts and its rows [lo, hi) in ``node``
+    # (at the root, every run starts from all of root's rows).
+    live = {r: (np.arange(n), np.full(n, m), 0, n) for r in range(len(runs))}
     for i in range(steps):
-        parent, tok, c = draw(node.scores, node_count, temperature, rng, rows)
-        q = node_q[parent]
         last = i + 1 == steps
-        going = []
-        for text, qj, k in zip(node.texts(parent, tok, q), q.tolist(), c.tolist()):
-            answer = stop(text)
-            if answer is None and last:
-                answer = first_word(text)
-                unterminated += k
-            going.append(answer is None)
-            if answer is not None:
-                done[qj].extend([answer] * k)
-        go = np.array(going, dtype=bool)
-        if not go.any():
+        parents, toks, qs, grown = [], [], [], {}
+        at = 0
+        for r, (node_q, node_count, lo, hi) in live.items():
+            temperature, rng = runs[r]
+            local, tok, c = draw(node.scores[lo:hi], node_count, temperature, rng, rows)
+            parent, q = local + lo, node_q[local]
+            going = []
+            for text, qj, k in zip(node.texts(parent, tok, q), q.tolist(), c.tolist()):
+                answer = stop(text)
+                if answer is None and last:
+                    answer = first_word(text)
+                    unterminated[r] += k
+                going.append(answer is None)
+                if answer is not None:
+                    done[r][qj].extend([answer] * k)
+            go = np.array(going, dtype=bool)
+            if go.any():
+                parents.append(parent[go])
+                toks.append(tok[go])
+                qs.append(q[go])
+                grown[r] = (q[go], c[go], at, at + int(go.sum()))
+                at += int(go.sum())
+        if not grown:
             break
-        node = node.extend(parent[go], tok[go], q[go])
-        node_q, node_count = q[go], c[go]
-    return done, unterminated
+        node = node.extend(np.concatenate(parents), np.concatenate(toks), np.concatenate(qs))
+        live = grown
+    return list(zip(done, unterminated))
 
 
 def sample(roots: Callable[[int, int], Prefixes], n: int, m: int, *, temperature: float,
@@ -181,7 +211,9 @@ def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
     ``numpy.random.default_rng(seed)`` drawing in :func:`sample`'s order, so each result is
     the one ``sample(temperature=t, seed=s)`` returns, bit for bit; the greedy answers (the
     same in every run) are decoded once per block. A search over sampling temperatures pays
-    for the contexts once instead of once per temperature."""
+    for the contexts once instead of once per temperature, and its runs' trees grow together
+    (:func:`trees`, up to :data:`TOGETHER` samples per evaluation): one model evaluation per
+    depth for several temperatures."""
     runs = [(float(t), s) for t, s in runs]
     if not runs:
         raise ValueError("runs must hold at least one (temperature, seed) pair")
@@ -190,10 +222,13 @@ def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
     out: list[list[list[str]]] = [[] for _ in runs]
     best: list[str] = []
     unterminated = [0] * len(runs)
+    plan = [(t, rng) for (t, _), rng in zip(runs, rngs)]
     for q0 in _progress.bar(range(0, n, per), progress):
         root = roots(q0, min(q0 + per, n))
-        for r, ((temperature, _), rng) in enumerate(zip(runs, rngs)):
-            words, cut = tree(root, m, temperature, rng, steps, stop, rows)
+        together = max(1, TOGETHER // (len(root.scores) * min(m, 16)))
+        grown = [g for k in range(0, len(plan), together)
+                 for g in trees(root, m, plan[k:k + together], steps, stop, rows)]
+        for r, ((words, cut), rng) in enumerate(zip(grown, rngs)):
             unterminated[r] += cut
             for w in words:
                 out[r].append([w[j] for j in rng.permutation(m)])
