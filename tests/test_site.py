@@ -372,6 +372,85 @@ if (hit && hit.closest('header.bd-header, .bd-header')) return 'it lies under th
 return null;
 """
 
+# Go to each fragment of a list in turn and look where the reader lands (_LANDED, passed as
+# the second argument) after two frames, polling for up to 3 s a fragment: one round trip for a
+# page's fragments. Each item is {href, id}; the script starts with how to go there:
+# ``go(item)``, which returns a problem (nothing to look at) or null.
+_LOOK_AFTER = r"""
+const items = arguments[0], landed = new Function(arguments[1]);
+const done = arguments[arguments.length - 1];
+const out = [];
+const next = i => {
+  if (i >= items.length) return done(out);
+  const problem = go(items[i]);
+  if (problem) { out.push(problem); return next(i + 1); }
+  const t0 = performance.now();
+  const poll = () => {
+    const problem = landed(items[i].id);
+    if (!problem || performance.now() - t0 > 3000) { out.push(problem); next(i + 1); }
+    else setTimeout(poll, 100);
+  };
+  requestAnimationFrame(() => requestAnimationFrame(poll));
+};
+next(0);
+"""
+
+# Arrive from another page: the page's top with the fragment set in the address.
+_ARRIVE = r"""
+const go = item => {
+  history.replaceState(null, '', location.pathname);
+  window.scrollTo(0, 0);
+  location.hash = item.href;
+  return null;
+};
+"""
+
+# Click a link on the page: the first visible link to the fragment, scrolled to the middle of
+# the window from the page's top, hit-tested as a WebDriver click is (the point a click lands
+# on, the middle of its first box, must be the link, not something drawn over it), then
+# clicked through the element (the click event and the link's activation, without the
+# pointer's input events, which cost a WebDriver round trip of 0.15 s each).
+_CLICK = r"""
+const go = item => {
+  const link = Array.from(document.querySelectorAll('article a.reference.internal')).find(
+    a => a.getAttribute('href') === '#' + item.href && a.getClientRects().length &&
+         getComputedStyle(a).visibility !== 'hidden');
+  if (!link) return 'no visible link to click';
+  history.replaceState(null, '', location.pathname);
+  window.scrollTo(0, 0);
+  link.scrollIntoView({block: 'center'});
+  const box = link.getClientRects()[0];
+  const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+  if (!hit || !(hit === link || link.contains(hit)))
+    return 'the link is covered by ' + (hit ? hit.outerHTML.slice(0, 80) : 'nothing (off screen)');
+  link.click();
+  return null;
+};
+"""
+
+
+def _look_after(browser, how: str, items: list[dict]) -> list:
+    """Each item's landing problem (None when it landed), going there by ``how``."""
+    if not items:
+        return []
+    browser.set_script_timeout(30 + 4 * len(items))
+    return browser.execute_async_script(how + _LOOK_AFTER, items, _LANDED)
+
+
+# The visible link to a fragment of this page, scrolled to the middle of the window from the
+# page's top with no fragment in the address (null when there is none): ready for a click.
+_LINK_TO_CLICK = r"""
+const link = Array.from(document.querySelectorAll('article a.reference.internal')).find(
+  a => a.getAttribute('href') === '#' + arguments[0] && a.getClientRects().length &&
+       getComputedStyle(a).visibility !== 'hidden') || null;
+if (link) {
+  history.replaceState(null, '', location.pathname);
+  window.scrollTo(0, 0);
+  link.scrollIntoView({block: 'center'});
+}
+return link;
+"""
+
 # Every code block and printed output after opening everything collapsible: is a line cut?
 _OVERFLOW = r"""
 document.querySelectorAll('details').forEach(d => d.open = true);
@@ -450,6 +529,41 @@ def _wait_for(check, timeout: float = 3.0, step: float = 0.1):
         time.sleep(step)
 
 
+def _landings(browser, xrefs: list[dict], incoming: set[str]) -> list[dict]:
+    """Follow every cross-reference of the loaded page (``xrefs``, from _ELEMENTS) and arrive
+    with every fragment that other pages link to (``incoming``); each landing's problem, or
+    None."""
+    from selenium.common.exceptions import WebDriverException
+
+    # Cross-references that stay on the page: click each, then look. The first is a
+    # reader's click (WebDriver's input events); the others are clicked through the page
+    # after the same hit test, in one round trip.
+    landings = []
+    in_page = sorted({x["raw"].split("#", 1)[1] for x in xrefs if x["raw"].startswith("#")})
+    if in_page:
+        raw = in_page[0]
+        frag = urllib.parse.unquote(raw)
+        link = browser.execute_script(_LINK_TO_CLICK, raw)
+        if link is None:
+            problem = "no visible link to click"
+        else:
+            try:
+                link.click()
+                problem = _wait_for(lambda: browser.execute_script(_LANDED, frag))
+            except WebDriverException as exc:  # e.g. intercepted: something lies over the link
+                problem = f"the click failed: {(exc.msg or type(exc).__name__)[:120]}"
+        landings.append({"from": "this page", "fragment": frag, "problem": problem})
+    clicked = [{"href": raw, "id": urllib.parse.unquote(raw)} for raw in in_page[1:]]
+    landings.extend({"from": "this page", "fragment": x["id"], "problem": problem}
+                    for x, problem in zip(clicked, _look_after(browser, _CLICK, clicked), strict=True))
+    # Cross-references from other pages: arrive at this page with the fragment.
+    arriving = [{"href": frag, "id": frag} for frag in sorted(incoming)]
+    landings.extend({"from": "another page", "fragment": x["id"], "problem": problem}
+                    for x, problem in zip(arriving, _look_after(browser, _ARRIVE, arriving),
+                                          strict=True))
+    return landings
+
+
 def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
     """On the loaded page: open every solution, follow every cross-reference, measure every
     code block; return what was found (each test below reads its part)."""
@@ -474,35 +588,7 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
         except WebDriverException as exc:
             state["opened"], state["error"] = False, exc.msg or type(exc).__name__
         found["solutions"].append(state)
-    # Cross-references that stay on the page: click each (a reader's click), then look.
-    landings = []
-    in_page = sorted({x["raw"].split("#", 1)[1] for x in found["xrefs"] if x["raw"].startswith("#")})
-    for raw in in_page:
-        frag = urllib.parse.unquote(raw)
-        link = browser.execute_script(
-            "return Array.from(document.querySelectorAll('article a.reference.internal')).find("
-            "a => a.getAttribute('href') === '#' + arguments[0] && a.getClientRects().length && "
-            "getComputedStyle(a).visibility !== 'hidden') || null;", raw)
-        if link is None:
-            landings.append({"from": "this page", "fragment": frag, "problem": "no visible link to click"})
-            continue
-        browser.execute_script("history.replaceState(null, '', location.pathname); window.scrollTo(0, 0);")
-        try:
-            browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", link)
-            link.click()
-        except WebDriverException:
-            browser.execute_script("arguments[0].click();", link)
-        landings.append({"from": "this page", "fragment": frag,
-                         "problem": _wait_for(
-                             lambda frag=frag: browser.execute_script(_LANDED, frag))})
-    # Cross-references from other pages: arrive at this page with the fragment.
-    for frag in sorted(incoming):
-        browser.execute_script("history.replaceState(null, '', location.pathname); "
-                               "window.scrollTo(0, 0); location.hash = arguments[0];", frag)
-        landings.append({"from": "another page", "fragment": frag,
-                         "problem": _wait_for(
-                             lambda frag=frag: browser.execute_script(_LANDED, frag))})
-    found["landings"] = landings
+    found["landings"] = _landings(browser, found["xrefs"], incoming)
     # Code lines are measured where the column is at its full width (see COLUMN_WINDOW).
     size = browser.get_window_size()
     browser.set_window_size(*COLUMN_WINDOW)
@@ -728,6 +814,29 @@ def test_cross_references_land_on_their_targets(visits):
 
 
 @pytest.mark.slow
+def test_the_landing_check_sees_a_missing_target_and_a_covered_link(server, browser, visits):
+    """The landing check itself: on a page with cross-references inside it, a fragment with no
+    element is reported, and so is every link once a transparent layer lies over the page
+    (the WebDriver click is intercepted; the others fail their hit test), so a landing that
+    passes was really clicked and looked at."""
+    pages = _reader(visits)
+    page = min((p for p, r in pages.items()
+                if sum(x["raw"].startswith("#") for x in r["xrefs"]) >= 2),
+               key=lambda p: len(pages[p]["xrefs"]))
+    browser.get(f"http://127.0.0.1:{server.server_port}/{page}")
+    browser.execute_async_script(_REPORT)
+    xrefs = browser.execute_script(_ELEMENTS)["xrefs"]
+    missing = [x for x in _landings(browser, xrefs, {"no-such-id"}) if x["problem"]]
+    assert missing == [{"from": "another page", "fragment": "no-such-id",
+                        "problem": "no element with this id"}]
+    browser.execute_script("const veil = document.createElement('div');"
+                           "veil.style = 'position: fixed; inset: 0; z-index: 9999';"
+                           "document.body.appendChild(veil);")
+    clicks = [x["problem"] for x in _landings(browser, xrefs, set())]
+    assert len(clicks) >= 2 and clicks[0].startswith("the click failed"), (page, clicks)
+    assert all(p.startswith("the link is covered by <div") for p in clicks[1:]), (page, clicks)
+
+
 def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
     """No line of code, and no printed line of output, runs past the page's column (so that a
     reader would have to scroll sideways to see its end): every <pre> of the article, with every
