@@ -238,6 +238,20 @@ def test_every_public_module_has_an_api_page():
     assert not empty, "API pages that document no function or class: " + ", ".join(empty)
 
 
+def test_every_browser_test_is_in_the_slow_tier():
+    """A test that starts the browser, the site's server or JupyterLab takes a minute: it must
+    carry the slow marker, or the fast tier (-m "not slow") runs the whole visit wherever the
+    book has been built (a decorator once slid onto the test inserted above it)."""
+    import inspect
+
+    heavy = {"server", "browser", "visits", "lab"}
+    unmarked = [name for name, f in globals().items()
+                if name.startswith("test_") and callable(f)
+                and heavy & set(inspect.signature(f).parameters)
+                and not any(m.name == "slow" for m in getattr(f, "pytestmark", []))]
+    assert not unmarked, f"browser tests without @pytest.mark.slow: {unmarked}"
+
+
 # --------------------------------------------------------------------------------------------
 # The browser
 
@@ -837,6 +851,7 @@ def test_the_landing_check_sees_a_missing_target_and_a_covered_link(server, brow
     assert all(p.startswith("the link is covered by <div") for p in clicks[1:]), (page, clicks)
 
 
+@pytest.mark.slow
 def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
     """No line of code, and no printed line of output, runs past the page's column (so that a
     reader would have to scroll sideways to see its end): every <pre> of the article, with every
