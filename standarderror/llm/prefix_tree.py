@@ -213,7 +213,9 @@ def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
     same in every run) are decoded once per block. A search over sampling temperatures pays
     for the contexts once instead of once per temperature, and its runs' trees grow together
     (:func:`trees`, up to :data:`TOGETHER` samples per evaluation): one model evaluation per
-    depth for several temperatures."""
+    depth for several temperatures. (Bit for bit as long as a row's scores do not depend on
+    the rows evaluated beside it: tested for the tiny model in ``tests/test_semantic.py``; a
+    model whose batches are padded may round a row differently in another batch.)"""
     runs = [(float(t), s) for t, s in runs]
     if not runs:
         raise ValueError("runs must hold at least one (temperature, seed) pair")
