@@ -85,8 +85,12 @@ def _binned(c: np.ndarray, ok: np.ndarray, bins: int, adaptive: bool):
                 hits[start:start + len(part)] = _bin_sums(
                     np.broadcast_to(which, part.shape), part.astype(float), bins)
         return np.broadcast_to(count, (draws, bins)), np.broadcast_to(conf_sum, (draws, bins)), hits
-    return (_bin_sums(which, np.ones(c.shape), bins), _bin_sums(which, c, bins),
-            _bin_sums(which, ok.astype(float), bins))
+    flat = _flat_bins(which, bins)  # once for the three sums
+    size = which.shape[0] * bins
+    # the counts are exact integers: an unweighted bincount gives the same floats, faster
+    count = np.bincount(flat, minlength=size).astype(float).reshape(-1, bins)
+    return (count, np.bincount(flat, weights=c.ravel(), minlength=size).reshape(-1, bins),
+            np.bincount(flat, weights=ok.astype(float).ravel(), minlength=size).reshape(-1, bins))
 
 
 def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray:
@@ -129,11 +133,16 @@ def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
     return cb.bin_index(confidence, bins, adaptive)
 
 
+def _flat_bins(which: np.ndarray, bins: int) -> np.ndarray:
+    """Each (draw, row)'s bin as one index into draws x bins, flattened."""
+    return (which + bins * np.arange(which.shape[0])[:, None]).ravel()
+
+
 def _bin_sums(which: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
     """Per-draw, per-bin sums of ``values`` (draws x rows) -> (draws x bins), one bincount."""
     d = which.shape[0]
-    flat = (which + bins * np.arange(d)[:, None]).ravel()
-    return np.bincount(flat, weights=values.ravel(), minlength=d * bins).reshape(d, bins)
+    return np.bincount(_flat_bins(which, bins), weights=values.ravel(),
+                       minlength=d * bins).reshape(d, bins)
 
 
 def ece_batch(confidence, correct, bins: int = 15, adaptive: bool = False) -> np.ndarray:
