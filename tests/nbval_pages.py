@@ -293,8 +293,7 @@ class NotebookPages(pytest.Collector):
                 item = BuiltNotebook.from_parent(self, path=path, nodeid=f"{page}[strict]")
                 item.page, item.note = page, f"re-executed from {path}"
             else:
-                tmp = self.config.stash.setdefault(_TMP, tempfile.mkdtemp(prefix="nbval-pages-"))
-                target = Path(tmp) / (page[:-3] + ".ipynb")
+                target = _source_dir(self.config) / (page[:-3] + ".ipynb")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 nb = jupytext.read(path)
                 nbformat.write(nb, target)
@@ -308,6 +307,14 @@ class NotebookPages(pytest.Collector):
 
 
 _TMP = pytest.StashKey[str]()
+
+
+def _source_dir(config) -> Path:
+    """The run's one temporary directory for the pages converted from source (made on first
+    use; :func:`cleanup` removes it)."""
+    if _TMP not in config.stash:
+        config.stash[_TMP] = tempfile.mkdtemp(prefix="nbval-pages-")
+    return Path(config.stash[_TMP])
 
 
 def cleanup(config) -> None:

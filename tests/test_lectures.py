@@ -54,6 +54,22 @@ def test_notebooks_come_from_source_unless_ci_asks_for_the_build(monkeypatch):
     assert "NOTEBOOKS_FROM=build " in ci and "bash scripts/test.sh" in ci
 
 
+
+@pytest.mark.slow  # a fresh interpreter collecting the pages
+def test_a_run_leaves_no_temporary_directory_behind(tmp_path):
+    """The pages converted from source share one temporary directory, removed at the end: a
+    collection in a fresh interpreter (TMPDIR pointed at an empty directory) leaves it empty.
+    Until 2026-12-03 every page made a directory and only the last was removed."""
+    env = {**os.environ, "TMPDIR": str(tmp_path), "NOTEBOOKS_FROM": "source"}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "--collect-only",
+         "-q", "-m", "notebook", str(ROOT / "tests" / "test_lectures.py")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    collected = [ln for ln in run.stdout.splitlines() if "[lax]::Cell 0" in ln]
+    assert len(collected) == len(nbval_pages.notebook_pages()), run.stdout
+    assert not list(tmp_path.iterdir()), sorted(p.name for p in tmp_path.iterdir())
+
 @pytest.mark.parametrize("name", ["nbval_sanitize.cfg", "nbval_sanitize_arithmetic.cfg"])
 def test_sanitisers_are_few_and_each_is_explained(name):
     """Every sanitiser in tests/nbval_sanitize.cfg (and in the one for another arithmetic) is
