@@ -24,13 +24,16 @@ matter (``settings:``, a list of strings) or the book declares in ``se_settings`
 is reported as ``path:line`` with the number and its sentence. The check is always on.
 
 **Freshness.** Every build reads every page again (an ``env-get-outdated`` hook), so every
-notebook page is executed again whatever the command (``jupyter-book build .`` without ``--all``
-included); a page not read in this build fails it. Every page with code must have executed in
-this build (not an execution mode of off or cache, not 'auto' on stored outputs, not excluded,
-no ``skip-execution`` cell), and no cell may hold an error output (``raises-exception`` and
-``execution_allow_errors`` do not excuse one). A name output by ``pin()`` more than once in the
-notebook is refused however the kernel counted (``importlib.reload``). A quote must carry a
-significant digit of its value (:func:`standarderror.book.precision_problem`).
+notebook page is executed again whatever the command (``jupyter-book build .`` without
+``--all`` included); a page not read in this build fails it. With ``se_pages_at_once`` above 1
+the notebook pages execute several at once, ahead of Sphinx's reading (:mod:`.ahead`), in this
+build and under its nonce; a page executed so but never read fails the build. Every page with
+code must have executed in this build (not an execution mode of off or cache, not 'auto' on
+stored outputs, not excluded, no ``skip-execution`` cell), and no cell may hold an error output
+(``raises-exception`` and ``execution_allow_errors`` do not excuse one). A name output by
+``pin()`` more than once in the notebook is refused however the kernel counted
+(``importlib.reload``). A quote must carry a significant digit of its value
+(:func:`standarderror.book.precision_problem`).
 
 Every failure is raised from ``build-finished``, so it cannot be skipped by building without
 ``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero. No page is
@@ -45,7 +48,7 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.sphinxext import pins, site
+from standarderror.sphinxext import ahead, pins, site
 from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
     _code_sources,
@@ -130,6 +133,7 @@ def _finished(app, exception):
                  for doc, rec in _state(app.env).items() if rec.get("build") != _build_nonce()]
     problems += [f"number (se_settings in the config): {p}" for p in
                  numbers.declaration_problems(list(app.config[numbers.CONFIG_KEY] or []), None)]
+    problems += ahead.problems()
     if problems:
         raise ExtensionError(
             f"{len(problems)} pin problem(s): a quoted number differs from, or has no, computed "
@@ -144,6 +148,8 @@ def setup(app):
     1. ``builder-inited`` (:func:`pins._builder_inited`): this build's nonce, exported to the
        kernels it starts, so that ``pin()`` stamps every value with it;
     2. ``env-get-outdated`` (:func:`pins._every_page_outdated`): every page is read again;
+       with ``se_pages_at_once`` above 1, :func:`ahead.start` starts executing every notebook
+       page, that many at once (:mod:`.ahead`);
     3. per page, while it is read: the ``{pin}`` role (:func:`pins.pin_role`) checks each quote
        against the values its execution pinned (the executing client is captured by
        :func:`pins._capture_clients`); then ``doctree-read`` (:func:`_doctree_read`) scans the
@@ -154,7 +160,8 @@ def setup(app):
     5. ``html-page-context``, per page written (:mod:`.site`): the executed notebook offered
        as a download (before the theme's buttons), repeated inline scripts dropped;
     6. ``build-finished`` (:func:`_finished`): every problem recorded above is raised, so no
-       build with a pin or number problem exits zero.
+       build with a pin or number problem exits zero; before it, :func:`ahead.finish` keeps
+       any page executed ahead that was never read, a problem too.
     """
     app.connect("html-page-context", site.offer_ipynb, priority=400)
     app.connect("html-page-context", site.dedupe_scripts)
@@ -166,10 +173,14 @@ def setup(app):
     pins._capture_clients()
     app.connect("builder-inited", pins._builder_inited)
     app.connect("env-get-outdated", pins._every_page_outdated)
+    app.add_config_value(ahead.AT_ONCE, 1, "", types=[int])
+    app.add_config_value(ahead.FIRST, [], "", types=[list])
+    app.connect("env-get-outdated", ahead.start)
     app.connect("doctree-read", _doctree_read)
     app.connect("env-check-consistency", pins._check_cross_pages)
     app.connect("env-purge-doc", pins._purge)
     app.connect("env-merge-info", pins._merge)
+    app.connect("build-finished", ahead.finish, priority=400)
     app.connect("build-finished", _finished)
     return {"version": "0.1", "parallel_read_safe": False, "parallel_write_safe": True,
             "env_version": 2}
