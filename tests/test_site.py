@@ -199,8 +199,9 @@ def test_previous_next_links_walk_the_whole_book():
 
 
 # Modules that are build machinery, not an API a lecture or a reader calls.
-NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.numbers",
-              "standarderror.sphinxext.pins", "standarderror.sphinxext.site",
+NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.ahead",
+              "standarderror.sphinxext.numbers", "standarderror.sphinxext.pins",
+              "standarderror.sphinxext.site",
               *(f"standarderror.sphinxext.numbers.{m}"
                 for m in ("tokenizer", "settings", "doctree", "scanner", "cli"))}
 
