@@ -86,11 +86,9 @@ def _binned(c: np.ndarray, ok: np.ndarray, bins: int, adaptive: bool):
                     np.broadcast_to(which, part.shape), part.astype(float), bins)
         return np.broadcast_to(count, (draws, bins)), np.broadcast_to(conf_sum, (draws, bins)), hits
     flat = _flat_bins(which, bins)  # once for the three sums
-    size = which.shape[0] * bins
     # the counts are exact integers: an unweighted bincount gives the same floats, faster
-    count = np.bincount(flat, minlength=size).astype(float).reshape(-1, bins)
-    return (count, np.bincount(flat, weights=c.ravel(), minlength=size).reshape(-1, bins),
-            np.bincount(flat, weights=ok.astype(float).ravel(), minlength=size).reshape(-1, bins))
+    count = np.bincount(flat, minlength=which.shape[0] * bins).astype(float).reshape(-1, bins)
+    return count, _bin_sums(which, c, bins, flat), _bin_sums(which, ok.astype(float), bins, flat)
 
 
 def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray:
@@ -138,11 +136,12 @@ def _flat_bins(which: np.ndarray, bins: int) -> np.ndarray:
     return (which + bins * np.arange(which.shape[0])[:, None]).ravel()
 
 
-def _bin_sums(which: np.ndarray, values: np.ndarray, bins: int) -> np.ndarray:
-    """Per-draw, per-bin sums of ``values`` (draws x rows) -> (draws x bins), one bincount."""
+def _bin_sums(which: np.ndarray, values: np.ndarray, bins: int, flat=None) -> np.ndarray:
+    """Per-draw, per-bin sums of ``values`` (draws x rows) -> (draws x bins), one bincount
+    (``flat``: :func:`_flat_bins` of ``which``, when it is computed already)."""
     d = which.shape[0]
-    return np.bincount(_flat_bins(which, bins), weights=values.ravel(),
-                       minlength=d * bins).reshape(d, bins)
+    flat = _flat_bins(which, bins) if flat is None else flat
+    return np.bincount(flat, weights=values.ravel(), minlength=d * bins).reshape(d, bins)
 
 
 def ece_batch(confidence, correct, bins: int = 15, adaptive: bool = False) -> np.ndarray:
