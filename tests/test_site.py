@@ -420,20 +420,31 @@ const go = item => {
 };
 """
 
-# Click a link on the page: the first visible link to the fragment, scrolled to the middle of
-# the window from the page's top, hit-tested as a WebDriver click is (the point a click lands
-# on, the middle of its first box, must be the link, not something drawn over it), then
-# clicked through the element (the click event and the link's activation, without the
-# pointer's input events, which cost a WebDriver round trip of 0.15 s each).
-_CLICK = r"""
-const go = item => {
+# The first visible link to a fragment of this page, scrolled to the middle of the window from
+# the page's top with no fragment in the address (null when there is none): ready for a click.
+# Shared by the first click of a page (a WebDriver click, _LINK_TO_CLICK) and the others (_CLICK).
+_READY_LINK = r"""
+const readyLink = href => {
   const link = Array.from(document.querySelectorAll('article a.reference.internal')).find(
-    a => a.getAttribute('href') === '#' + item.href && a.getClientRects().length &&
-         getComputedStyle(a).visibility !== 'hidden');
+    a => a.getAttribute('href') === '#' + href && a.getClientRects().length &&
+         getComputedStyle(a).visibility !== 'hidden') || null;
+  if (link) {
+    history.replaceState(null, '', location.pathname);
+    window.scrollTo(0, 0);
+    link.scrollIntoView({block: 'center'});
+  }
+  return link;
+};
+"""
+
+# Click a link on the page: the link made ready (_READY_LINK), hit-tested as a WebDriver click
+# is (the point a click lands on, the middle of its first box, must be the link, not something
+# drawn over it), then clicked through the element (the click event and the link's activation,
+# without the pointer's input events, which cost a WebDriver round trip of 0.15 s each).
+_CLICK = _READY_LINK + r"""
+const go = item => {
+  const link = readyLink(item.href);
   if (!link) return 'no visible link to click';
-  history.replaceState(null, '', location.pathname);
-  window.scrollTo(0, 0);
-  link.scrollIntoView({block: 'center'});
   const box = link.getClientRects()[0];
   const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
   if (!hit || !(hit === link || link.contains(hit)))
@@ -452,19 +463,8 @@ def _look_after(browser, how: str, items: list[dict]) -> list:
     return browser.execute_async_script(how + _LOOK_AFTER, items, _LANDED)
 
 
-# The visible link to a fragment of this page, scrolled to the middle of the window from the
-# page's top with no fragment in the address (null when there is none): ready for a click.
-_LINK_TO_CLICK = r"""
-const link = Array.from(document.querySelectorAll('article a.reference.internal')).find(
-  a => a.getAttribute('href') === '#' + arguments[0] && a.getClientRects().length &&
-       getComputedStyle(a).visibility !== 'hidden') || null;
-if (link) {
-  history.replaceState(null, '', location.pathname);
-  window.scrollTo(0, 0);
-  link.scrollIntoView({block: 'center'});
-}
-return link;
-"""
+# The link for a page's first click, made ready (_READY_LINK), or null.
+_LINK_TO_CLICK = _READY_LINK + "return readyLink(arguments[0]);\n"
 
 # Every code block and printed output after opening everything collapsible: is a line cut?
 _OVERFLOW = r"""
