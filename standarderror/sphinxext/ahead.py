@@ -26,7 +26,9 @@ What does not change, by construction:
   a sum's order.
 
 Only ``execution_mode: force`` with execution in the page's directory is run ahead (the book's
-configuration); anything else is left to MyST-NB, page by page.
+configuration); anything else is left to MyST-NB, page by page. When a page fails, the build
+stops as before; pages not yet started are not started, and those running finish before the
+process exits.
 """
 
 from __future__ import annotations
