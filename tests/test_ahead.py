@@ -34,7 +34,7 @@ kernelspec:
 import json, os, time
 from standarderror.book import pin
 start = time.time()
-time.sleep(3)
+time.sleep(SLEEP)
 print(json.dumps({"start": start, "end": time.time(), "wait": os.environ.get("OMP_WAIT_POLICY")}))
 pin("answer", 0.25)
 ```
@@ -43,7 +43,7 @@ The answer is {pin}`answer=0.25`.
 """
 
 
-def _book(tmp_path: Path, at_once: int) -> Path:
+def _book(tmp_path: Path, at_once: int, sleep: float) -> Path:
     book = tmp_path / f"book{at_once}"
     (book / "lectures").mkdir(parents=True)
     (book / "book").mkdir()
@@ -54,7 +54,8 @@ def _book(tmp_path: Path, at_once: int) -> Path:
     shutil.copy(ROOT / "book" / "references.bib", book / "book" / "references.bib")
     shutil.copytree(ROOT / "book" / "_static", book / "book" / "_static")
     for name in "abc":
-        (book / "lectures" / f"{name}.md").write_text(PAGE.replace("NAME", name))
+        (book / "lectures" / f"{name}.md").write_text(
+            PAGE.replace("NAME", name).replace("SLEEP", str(sleep)))
     (book / "_toc.yml").write_text("format: jb-book\nroot: lectures/a\nchapters:\n"
                                    "  - file: lectures/b\n  - file: lectures/c\n")
     return book
@@ -80,7 +81,7 @@ def _runs(book: Path) -> dict[str, dict]:
 
 @pytest.mark.slow  # two throwaway books built with jupyter-book
 def test_pages_run_at_once_or_in_turn_with_fresh_pins(tmp_path):
-    together = _book(tmp_path, 2)
+    together = _book(tmp_path, 2, 3)  # 3 s each: more than a kernel's start-up under load
     r = _build(together)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "[ahead] executing 3 notebook pages, 2 at a time" in r.stdout
@@ -92,7 +93,7 @@ def test_pages_run_at_once_or_in_turn_with_fresh_pins(tmp_path):
     html = (together / "_build" / "html" / "lectures" / "c.html").read_text()
     assert '<span class="pin">0.25</span>' in html                  # the pin checked, fresh
 
-    apart = _book(tmp_path, 1)
+    apart = _book(tmp_path, 1, 1)     # in turn the order is the reading order, not a race
     r = _build(apart)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "[ahead]" not in r.stdout
