@@ -16,20 +16,11 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from myst_page import front
 
 ROOT = Path(__file__).resolve().parents[1]
 
-PAGE = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+PAGE = front() + """
 # Page NAME
 
 ```{code-cell} ipython3

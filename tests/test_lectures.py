@@ -30,6 +30,7 @@ import jupytext
 import nbformat
 import nbval_pages
 import pytest
+from myst_page import front
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,18 +89,7 @@ def test_sanitisers_are_few_and_each_is_explained(name):
 # The strict comparison, on a throwaway "book": a page, its built notebook, its glue file
 
 
-PAGE = """\
----
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
----
-
+PAGE = front() + """
 # A throwaway page
 
 ```{code-cell} ipython3

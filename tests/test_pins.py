@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from myst_page import front
 
 from standarderror.book import (
     BOUNDARY_MARGIN,
@@ -198,22 +199,7 @@ After the box, 0.6.
 # The real build, on throwaway books
 # ------------------------------------------------------------------------------------------
 
-FRONT = """---
-jupytext:
-  text_representation:
-    extension: .md
-    format_name: myst
-kernelspec:
-  display_name: Python 3
-  language: python
-  name: python3
-mystnb:
-  execution_timeout: 60
-settings:
-  - "T = 2"
-  - "ICML 2017"
----
-"""
+FRONT = front('mystnb:\n  execution_timeout: 60\nsettings:\n  - "T = 2"\n  - "ICML 2017"\n')
 
 PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5"
        "CYII=")
