@@ -6,12 +6,13 @@
 Executes every notebook page of the book (or ``--pages``) with nbclient in the page's
 directory, as MyST-NB does, in the build's arithmetic (``OMP_NUM_THREADS=2`` unless set,
 ``OPENBLAS_NUM_THREADS=1``): first one page after another, then ``--at-once`` pages at a time
-(a process pool, the pages in the order given, slowest first by default), each time with idle
-OpenMP threads told ``--wait`` (``PASSIVE``: they sleep; ``default``: OpenMP's own, which
-spins). Prints each page's time in both runs, the two walls and their ratio, and whether every
-output of every page is the same in both runs (concatenated stream text, rich outputs,
-figures' bytes), leaving out the cells marked ``NBVAL_IGNORE_OUTPUT`` (wall-clock seconds).
-Exits 1 if an output differs. Timings are the machine's: the load average is printed.
+(a process pool, the pages in the order given; by default the build's, ``se_slowest_pages``
+first), each time with idle OpenMP threads told ``--wait`` (``PASSIVE``: they sleep;
+``default``: OpenMP's own, which spins). Prints each page's time in both runs, the two walls
+and their ratio, and whether every output of every page is the same in both runs (concatenated
+stream text, rich outputs, figures' bytes), leaving out the cells marked
+``NBVAL_IGNORE_OUTPUT`` (wall-clock seconds). Exits 1 if an output differs. Timings are the
+machine's: the load average is printed.
 """
 
 from __future__ import annotations
@@ -24,10 +25,19 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SLOWEST_FIRST = ["lectures/ep5_eigenvalues.md", "lectures/own_model.md",
-                 "lectures/ep3_temperature.md", "lectures/ep4_overconfidence.md",
-                 "lectures/review_set_size.md", "lectures/ep2_ece_floor.md",
-                 "lectures/ep1_conformal.md", "book/model.md"]
+
+
+def _book_order() -> list[str]:
+    """The book's notebook pages in the order the build starts them: ``se_slowest_pages`` of
+    ``_config.yml`` first, then the others as the tests list them."""
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import nbval_pages
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
+    first = [f"{doc}.md" for doc in config.get("se_slowest_pages", [])]
+    return first + [p for p in nbval_pages.notebook_pages() if p not in first]
 
 
 def _execute(page: str) -> tuple[str, float, list]:
@@ -69,10 +79,11 @@ def main(argv=None) -> int:
     ap.add_argument("--wait", default="PASSIVE",
                     help="OMP_WAIT_POLICY for the kernels: PASSIVE (default), ACTIVE, or default "
                          "(left unset)")
-    ap.add_argument("--pages", nargs="+", default=SLOWEST_FIRST,
+    ap.add_argument("--pages", nargs="+", default=None,
                     help="pages, in the order they are started (default: the book's, slowest "
                          "first)")
     args = ap.parse_args(argv)
+    args.pages = args.pages or _book_order()
     if args.at_once < 2:
         ap.error("--at-once must be at least 2")
     os.environ.setdefault("OMP_NUM_THREADS", "2")
