@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from standarderror._immutable import immutable
 from standarderror.llm import semantic as se
 from standarderror.llm import tiny
 
@@ -234,3 +235,18 @@ def test_sampled_answers_do_not_depend_on_the_cpu_kernels():
         runs.append(json.loads(out))
     assert runs[0]["answers"] == runs[1]["answers"]
     assert runs[0]["greedy"] == runs[1]["greedy"]
+
+
+def test_arrays_are_immutable_copies_of_the_embeddings():
+    rng = np.random.default_rng(0)
+    data = {"embeddings": rng.normal(size=(7, 5))}
+    block = {"answer_index": rng.integers(0, 7, size=(3, 4)), "truth_index": np.array([0, 6, 2])}
+    answers, targets = se.arrays(data, block)
+    assert np.array_equal(answers, data["embeddings"][block["answer_index"]])
+    assert np.array_equal(targets, data["embeddings"][[0, 6, 2]])
+    for x in (answers, targets):
+        assert immutable(x)
+        with pytest.raises(ValueError):
+            x[0] = 0.0
+    data["embeddings"][:] = 0.0  # the caller's embeddings stay theirs to change
+    assert answers.any()

@@ -12,7 +12,9 @@ from scipy.spatial.distance import squareform
 from sklearn.metrics import roc_auc_score
 
 from standarderror import spectral as sp
+from standarderror._immutable import frozen, immutable
 from standarderror.spectral import _gram
+from standarderror.spectral import authors as sp_authors
 from standarderror.spectral import clusters as sp_clusters
 
 ZERO = 1e-12
@@ -597,6 +599,78 @@ def test_the_cache_is_bounded_and_streamed_chunks_stay_out(data, monkeypatch):
     monkeypatch.setattr(_gram, "_CACHE_BYTES", a.nbytes - 1)
     _gram._answers(a)  # larger than the whole budget: computed, not kept
     assert not _gram._CACHE
+
+
+def test_only_arrays_on_immutable_memory_count_as_immutable():
+    x = np.arange(24.0).reshape(2, 3, 4)
+    f = frozen(x)
+    assert f.shape == x.shape and f.dtype == x.dtype and np.array_equal(f, x)
+    assert immutable(f) and immutable(f[:1, :, ::2])  # views of it too
+    for a in (f, f.base):
+        with pytest.raises(ValueError):
+            a.flags.writeable = True  # numpy refuses: the memory is a bytes object
+    with pytest.raises(ValueError):
+        f[0, 0, 0] = 1.0
+    assert not immutable(x)
+    ro = x.copy()
+    ro.flags.writeable = False  # read-only, but its owner may undo that:
+    assert not immutable(ro)
+    ro.flags.writeable = True
+    ro[0, 0, 0] = 5.0
+    view = x[:1]
+    view.flags.writeable = False
+    assert not immutable(view)  # x, its base, is writeable
+    assert not immutable(np.frombuffer(bytearray(x.tobytes())))  # a bytearray can change
+    assert frozen(np.zeros((0, 3))).shape == (0, 3)
+
+
+def test_immutable_answers_are_hashed_once_and_others_at_every_call(data, monkeypatch):
+    empty_cache(monkeypatch)
+    monkeypatch.setattr(_gram, "_DIGESTS", {})
+    a, y = data
+    hashed = []
+    real = _gram.digest
+    monkeypatch.setattr(_gram, "digest", lambda x: hashed.append(x.shape) or real(x))
+    f = frozen(a)
+    first = sp.eigenvalues(f, 1.3)
+    assert np.array_equal(first, sp.eigenvalues(a, 1.3))  # the same numbers either way
+    hashed.clear()
+    for _ in range(3):
+        assert np.array_equal(sp.eigenvalues(f, 1.3), first)
+    assert hashed == []  # the same immutable object: its digest is kept
+    # the key is the digest of the content: equal to the plain array's, which is hashed
+    # at every call (its owner may have changed it since)
+    assert _gram.content_key(f) == real(a)
+    plain = a.copy()
+    _gram.content_key(plain)
+    _gram.content_key(plain)
+    assert hashed == [a.shape] * 2
+    # the kept digest goes with the array
+    key = id(f)
+    del f
+    import gc
+    gc.collect()
+    assert key not in _gram._DIGESTS
+
+
+def test_the_authors_decompositions_are_found_without_hashing_the_cached_answers(
+        data, monkeypatch):
+    empty_cache(monkeypatch)
+    monkeypatch.setattr(sp_authors, "_DENSE_CACHE", {})
+    a, y = data
+    unit = _gram._answers(a)
+    assert _gram.answers_key(unit) == ("cached", _gram.digest(a))
+    hashed = []
+    real = _gram.digest
+    monkeypatch.setattr(_gram, "digest", lambda x: hashed.append(x.shape) or real(x))
+    first = sp.fit_spectral_temperature(a, y, arithmetic="authors")
+    hashed.clear()
+    again = sp.fit_spectral_temperature(frozen(a), y, arithmetic="authors")
+    assert again["temperature"] == first["temperature"] and again["risk"] == first["risk"]
+    assert hashed.count(a.shape) == 1  # the frozen copy, once; the cached unit answers never
+    assert len(sp_authors._DENSE_CACHE) == 1
+    # an array that is not the cached object is keyed by its bytes, apart from it
+    assert _gram.answers_key(unit.copy()) == ("bytes", real(unit))
 
 
 def test_permutation_of_answers_changes_nothing(data):

@@ -44,6 +44,7 @@ import zlib
 import numpy as np
 import torch
 
+from .._immutable import frozen
 from . import gpt, prefix_tree, tiny
 from .prefix_tree import WORD, first_word  # noqa: F401  (first_word: semantic.first_word)
 
@@ -426,7 +427,11 @@ def arrays(data: dict, block="test", embedding: str = "embeddings"):
     """``(answers, targets)`` arrays for :mod:`standarderror.spectral`, shapes ``(n, m, d)`` and
     ``(n, d)``, gathered from the per-string embeddings. ``block`` is ``"dev"``, ``"test"`` or a
     block dict already passed through :func:`attach`; ``embedding`` is ``"embeddings"``
-    (all-MiniLM-L6-v2) or ``"hashed"`` (character n-grams)."""
+    (all-MiniLM-L6-v2) or ``"hashed"`` (character n-grams).
+
+    Both are immutable (:func:`standarderror._immutable.frozen`: read-only, on memory
+    nobody can write), so the spectral functions hash each of them once, not at every call;
+    ``.copy()`` gives arrays to change."""
     b = data[block] if isinstance(block, str) else block
     e = data[embedding]
-    return e[b["answer_index"]], e[b["truth_index"]]
+    return frozen(e[b["answer_index"]]), frozen(e[b["truth_index"]])

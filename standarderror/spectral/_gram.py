@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import weakref
 from collections import OrderedDict
 
 import numpy as np
 from scipy.special import logsumexp
 
 from .. import _checks
+from .._immutable import immutable
 from .._parallel import ordered_map
 
 #: Eigenvalues of the Gram matrix at or below this value are exact zeros of the density matrix.
@@ -62,6 +64,30 @@ def _sha256(piece) -> bytes:
     return hashlib.sha256(piece).digest()
 
 
+#: Digests of immutable arrays (:func:`immutable`) already hashed, by ``id``: ``(weak
+#: reference, digest)``. Such an array holds the same numbers for life, so the same object is
+#: hashed once: a page passes its answers, 100 MB, to some forty functions.
+_DIGESTS: dict = {}
+
+
+def content_key(x: np.ndarray) -> str:
+    """:func:`digest` of ``x``, computed once for an immutable array (:func:`immutable`: its
+    numbers cannot have changed since) and every time for any other."""
+    seen = _DIGESTS.get(id(x))
+    if seen is not None and seen[0]() is x:
+        return seen[1]
+    key = digest(x)
+    if immutable(x):
+        i = id(x)
+
+        def forget(ref, i=i):  # x is gone, so its id may be reused: drop the entry
+            if _DIGESTS.get(i, (None,))[0] is ref:
+                del _DIGESTS[i]
+
+        _DIGESTS[i] = (weakref.ref(x, forget), key)
+    return key
+
+
 def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarray:
     """``answers`` checked (3-D, finite, at least two answers, no zero vector) and each row
     scaled to unit norm (:func:`_unit`).
@@ -74,7 +100,7 @@ def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarra
     a = _checks.array(answers, name, ndim=3)
     key = None
     if cache and a.nbytes <= _CACHE_BYTES:
-        key = digest(a)
+        key = content_key(a)
         with _LOCK:
             hit = _CACHE.get(key)
             if hit is not None:
@@ -240,7 +266,7 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     lam, vec = entry["lam"], entry["vec"]
     proj = None
     if y is not None:
-        proj = _memo(a, ("proj", digest(y)), lambda: _cached_projections(a, y, lam, vec))
+        proj = _memo(a, ("proj", content_key(y)), lambda: _cached_projections(a, y, lam, vec))
     return {"lam": lam, "proj": proj, "vec": vec if vectors else None}
 
 
@@ -262,6 +288,19 @@ def _cached_projections(a: np.ndarray, y: np.ndarray, lam: np.ndarray,
 #: most this many bytes of them.
 _MEMO_SIZE = 64
 _MEMO_BYTES = 1 << 28
+
+
+def answers_key(a: np.ndarray) -> tuple:
+    """A content key for unit answers as the computations receive them: for the very array
+    that :func:`_answers` cached, ``("cached", key)`` with the key of the answers it was made
+    from (read-only, the package's own object: no hashing); for any other array
+    ``("bytes", content_key(a))``."""
+    with _LOCK:
+        key = _BY_ID.get(id(a))
+        entry = _CACHE.get(key) if key is not None else None
+        if entry is not None and entry["unit"] is a:
+            return ("cached", key)
+    return ("bytes", content_key(a))
 
 
 def _memo(a: np.ndarray, key, compute):

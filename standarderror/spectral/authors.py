@@ -9,8 +9,7 @@ import numpy as np
 
 from .. import _parallel
 from .._parallel import ordered_map
-from ._gram import _CHUNK_BYTES, _log_scaled, _score_from
-from ._gram import digest as _digest
+from ._gram import _CHUNK_BYTES, _log_scaled, _score_from, answers_key, content_key
 
 #: Dense decompositions already made, keyed by (precision, content of the answers); each
 #: serves every temperature and eps (the authors' computation is by design d x d, so it is
@@ -37,8 +36,8 @@ def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
     r"""Signed eigenvalues (n, d) of every dense density matrix :math:`E^\top E / m`, built and
     decomposed in ``precision``; with targets, the squared projections (n, d) of each target on
     the eigenvectors. Cached."""
-    key = (precision, _digest(a))
-    hy = None if y is None else _digest(y)
+    key = (precision, answers_key(a))
+    hy = None if y is None else content_key(y)
     hit = _DENSE_CACHE.get(key)
     if hit is not None and (y is None or hy in hit["proj"]):
         return {"w": hit["w"], "proj": None if y is None else hit["proj"][hy]}
