@@ -9,10 +9,10 @@ directory, as MyST-NB does, in the build's arithmetic (``OMP_NUM_THREADS=2`` unl
 (a process pool, the pages in the order given; by default the build's, ``se_slowest_pages``
 first), each time with idle OpenMP threads told ``--wait`` (``PASSIVE``: they sleep;
 ``default``: OpenMP's own, which spins). Prints each page's time in both runs, the two walls
-and their ratio, and whether every output of every page is the same in both runs (concatenated
-stream text, rich outputs, figures' bytes), leaving out the cells marked
-``NBVAL_IGNORE_OUTPUT`` (wall-clock seconds). Exits 1 if an output differs. Timings are the
-machine's: the load average is printed.
+and their ratio, and whether every output of every page is the same in both runs (its pins at
+full precision, printed text and tables, figures' bytes: ``scripts/glue.py``'s record, which
+leaves out the cells marked ``NBVAL_IGNORE_OUTPUT``, wall-clock seconds). Exits 1 if an
+output differs. Timings are the machine's: the load average is printed.
 """
 
 from __future__ import annotations
@@ -40,30 +40,22 @@ def _book_order() -> list[str]:
     return first + [p for p in nbval_pages.notebook_pages() if p not in first]
 
 
-def _execute(page: str) -> tuple[str, float, list]:
-    """Execute one page in a fresh kernel; its time and its outputs, cell by cell."""
+def _execute(page: str) -> tuple[str, float, dict]:
+    """Execute one page in a fresh kernel; its time and its pins, printed outputs and figures
+    (``scripts/glue.py``'s record of a page, which leaves out the cells marked
+    ``NBVAL_IGNORE_OUTPUT``)."""
     import jupytext
     from nbclient import NotebookClient
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import glue
 
     nb = jupytext.read(ROOT / page)
     t = time.perf_counter()
     NotebookClient(nb, timeout=1800, kernel_name="python3",
                    resources={"metadata": {"path": str((ROOT / page).parent)}}).execute()
     took = time.perf_counter() - t
-    cells = []
-    for cell in nb.cells:
-        if cell.cell_type != "code" or "NBVAL_IGNORE_OUTPUT" in cell.source:
-            continue
-        stream, rich = {}, []
-        for out in cell.outputs:
-            if out.output_type == "stream":
-                stream[out.name] = stream.get(out.name, "") + out.text
-            elif out.output_type in ("execute_result", "display_data"):
-                rich.append(dict(out.data))
-            elif out.output_type == "error":
-                rich.append({"error": out.ename})
-        cells.append((stream, rich))
-    return page, took, cells
+    return page, took, glue.dump_notebook(nb)
 
 
 def _run(pages: list[str], at_once: int) -> tuple[float, dict]:

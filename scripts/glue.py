@@ -11,10 +11,14 @@ Speed work and restructuring must leave every pin bit-identical; this makes that
 or one page's ``/tmp/page-*/_build/jupyter_execute``) and records, per page: each pinned
 name's stored value (its ``repr``, full precision; myst-nb keeps them in ``NAME.glue.json``
 beside the notebook); every printed output in cell order (stream text, Markdown or HTML
-tables, ``text/plain``); and a digest of each figure. ``diff`` reports pins that changed,
-vanished or appeared, pages whose printed outputs differ, and pages whose figures' bytes
-differ. It exits 1 when a pin both dumps hold changed or vanished, or a printed output
-changed; new pins and figure bytes are reported only.
+tables, ``text/plain``); and a digest of each figure. A stream that Jupyter delivered in
+several pieces counts as one text (how a kernel splits its output into messages depends on
+timing, not on what was printed), and the cells marked ``NBVAL_IGNORE_OUTPUT`` (wall-clock
+times) are left out of the printed outputs and figures; their pins are kept.
+
+``diff`` reports pins that changed, vanished or appeared, pages whose printed outputs differ,
+and pages whose figures' bytes differ. It exits 1 when a pin both dumps hold changed or
+vanished, or a printed output changed; new pins and figure bytes are reported only.
 """
 
 from __future__ import annotations
@@ -31,26 +35,39 @@ def _text(value) -> str:
     return "".join(value) if isinstance(value, list) else str(value)
 
 
-def dump_notebook(path: Path) -> dict:
-    nb = json.loads(path.read_text())
+def dump_notebook(notebook) -> dict:
+    """The pins, printed outputs and figure digests of one executed notebook: a path (with
+    myst-nb's ``NAME.glue.json`` beside it, if any) or a notebook already read (a dict)."""
     pins: dict[str, str] = {}
-    # myst-nb moves glued outputs out of the executed notebook into NAME.glue.json
-    sidecar = path.with_suffix(".glue.json")
-    if sidecar.exists():
-        for name, out in json.loads(sidecar.read_text()).items():
-            pins[name] = _text(out.get("data", {}).get("text/plain", ""))
+    if isinstance(notebook, dict):
+        nb = notebook
+    else:
+        nb = json.loads(Path(notebook).read_text())
+        # myst-nb moves glued outputs out of the executed notebook into NAME.glue.json
+        sidecar = Path(notebook).with_suffix(".glue.json")
+        if sidecar.exists():
+            for name, out in json.loads(sidecar.read_text()).items():
+                pins[name] = _text(out.get("data", {}).get("text/plain", ""))
     outputs: list[str] = []
     figures: list[str] = []
     for cell in nb.get("cells", []):
         if cell.get("cell_type") != "code":
             continue
+        shown = "NBVAL_IGNORE_OUTPUT" not in _text(cell.get("source", ""))
+        last_stream = None  # the stream (stdout, stderr) of the output just before
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             name = out.get("metadata", {}).get("scrapbook", {}).get("name")
+            stream = out.get("name") if out.get("output_type") == "stream" else None
             if name is not None and GLUE_PREFIX + "text/plain" in data:
                 pins[name] = _text(data[GLUE_PREFIX + "text/plain"])
-            elif out.get("output_type") == "stream":
-                outputs.append(_text(out.get("text", "")))
+            elif not shown:
+                pass
+            elif stream is not None:
+                if stream == last_stream:  # one more piece of the same stream
+                    outputs[-1] += _text(out.get("text", ""))
+                else:
+                    outputs.append(_text(out.get("text", "")))
             else:   # tables are Markdown or HTML; figures are compared by their bytes
                 for mime in ("text/markdown", "text/html", "text/plain"):
                     if mime in data:
@@ -59,6 +76,7 @@ def dump_notebook(path: Path) -> dict:
                 if "image/png" in data:
                     digest = hashlib.sha256(_text(data["image/png"]).encode()).hexdigest()
                     figures.append(digest[:16])
+            last_stream = stream if shown else None
     return {"pins": pins, "outputs": outputs, "figures": figures}
 
 
