@@ -186,3 +186,22 @@ def test_a_page_run_ahead_and_never_read_is_a_problem(direct):
     assert ahead.problems() == ["ahead lectures/z: executed ahead but never read by Sphinx; "
                                 "build with se_pages_at_once = 1 and report it"]
     assert not ahead._JOBS
+
+
+def test_a_lone_page_is_left_to_myst_nb_and_two_run_with_sleeping_threads(direct, monkeypatch):
+    import types
+
+    direct, ahead, calls = direct
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    app = types.SimpleNamespace(config={ahead.AT_ONCE: 2, ahead.FIRST: ["lectures/b"]})
+    one = [("lectures/a", _notebook("x = 1"), {"cwd": "/book/lectures"})]
+    monkeypatch.setattr(ahead, "_notebooks", lambda env: one)
+    assert ahead.start(app, object(), set(), set(), set()) == []
+    assert not ahead._JOBS and "OMP_WAIT_POLICY" not in os.environ and not calls
+    two = one + [("lectures/b", _notebook("y = 2"), {"cwd": "/book/other"})]
+    monkeypatch.setattr(ahead, "_notebooks", lambda env: two)
+    ahead.start(app, object(), set(), set(), set())
+    assert os.environ["OMP_WAIT_POLICY"] == "PASSIVE" and set(ahead._JOBS) == {"lectures/a",
+                                                                               "lectures/b"}
+    ahead.finish(app, None)
+    assert len(ahead.problems()) == 2  # both started ahead, never read
