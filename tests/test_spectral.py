@@ -508,6 +508,28 @@ def test_auroc_matches_sklearn_with_ties():
     assert got["se"] == pytest.approx(np.std(ref, ddof=1), abs=1e-12)
 
 
+def test_counted_auroc_is_the_rank_formula_bit_for_bit():
+    # the Mann-Whitney statistic from average ranks (scipy.stats.rankdata) on each resample,
+    # whose sums are exact: the counted AUROC must give the same floats, ties included
+    from standarderror.spectral import baselines
+
+    rng = np.random.default_rng(7)
+    for n, levels in ((300, 4), (257, None), (40, 2)):
+        s = rng.normal(size=n) if levels is None else rng.integers(0, levels, n).astype(float)
+        c = (rng.random(n) < 0.4).astype(float)
+        idx = np.random.default_rng(n).integers(0, n, size=(60, n))
+        r = scipy.stats.rankdata(s[idx], axis=-1)
+        cc = c[idx]
+        pos, neg = cc.sum(-1), n - cc.sum(-1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ranked = (np.sum(r * cc, axis=-1) - pos * (pos + 1) / 2) / (pos * neg)
+        counted = baselines._auc(s, c, baselines._draw_counts(n, 60, n))
+        assert np.array_equal(counted, ranked, equal_nan=True)
+        assert baselines._auc(s, c)[0] == pytest.approx(roc_auc_score(c, s), abs=1e-15)
+    one = baselines._auc(np.array([0.1, 0.2, 0.3]), np.ones(3))  # a single class: no AUROC
+    assert np.isnan(one).all()
+
+
 def test_semantic_entropy_counts_classes():
     rng = np.random.default_rng(4)
     base = rng.normal(size=(3, 5, 32))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 from scipy.special import logsumexp
-from scipy.stats import rankdata
 
 from .. import _checks
 from ._gram import _answers, _count, _level, _temperature, _unit_gram, _variant
@@ -17,13 +16,36 @@ from ._gram import _answers, _count, _level, _temperature, _unit_gram, _variant
 LAMB_GRID = np.logspace(np.log10(0.1), np.log10(3.0), 20)
 
 
-def _auc_rows(scores: np.ndarray, correct: np.ndarray) -> np.ndarray:
-    """Mann-Whitney AUROC per row (ties count one half), vectorised over rows."""
-    r = rankdata(scores, axis=-1)
-    pos = correct.sum(-1)
-    neg = correct.shape[-1] - pos
+def _auc(scores: np.ndarray, correct: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
+    r"""Mann-Whitney AUROC (a tie between a correct and an incorrect answer counts one half) of
+    ``scores`` for ``correct`` (0/1, shape ``(n,)``), once per row of ``counts`` (``(k, n)``:
+    how often each question is drawn; ``None``: the sample itself, one row of ones).
+
+    The statistic is counted, not ranked: with the questions sorted by score once and grouped
+    by equal scores, :math:`2U = \sum_g p_g (2 N_{<g} + q_g)`, where :math:`p_g`, :math:`q_g`
+    are the drawn correct and incorrect answers of group :math:`g` and :math:`N_{<g}` the
+    incorrect answers of the groups below it. Every term is an integer, so :math:`U` is exact,
+    and the AUROC is one correctly rounded division :math:`U / (n_+ n_-)`: the number that the
+    ranks give (their sums are exact too), bit for bit, without sorting each draw. NaN for a
+    row that holds a single class."""
+    order = np.argsort(scores, kind="stable")
+    ranked = scores[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])  # first of each group
+    good = correct[order] == 1
+    c = np.ones((1, len(scores)), dtype=np.int64) if counts is None else counts[:, order]
+    p = np.add.reduceat(np.where(good, c, 0), starts, axis=1)
+    q = np.add.reduceat(np.where(good, 0, c), starts, axis=1)
+    twice_u = np.sum(p * (2 * (np.cumsum(q, axis=1) - q) + q), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (np.sum(r * correct, axis=-1) - pos * (pos + 1) / 2) / (pos * neg)
+        return (twice_u / 2) / (p.sum(1) * q.sum(1))
+
+
+def _draw_counts(n: int, draws: int, seed: int) -> np.ndarray:
+    """How often each of ``n`` questions is drawn in each of ``draws`` bootstrap resamples
+    (``(draws, n)``): the resamples of ``default_rng(seed).integers(0, n, (draws, n))``."""
+    idx = np.random.default_rng(seed).integers(0, n, size=(draws, n))
+    flat = (np.arange(draws)[:, None] * n + idx).ravel()
+    return np.bincount(flat, minlength=draws * n).reshape(draws, n)
 
 
 def _scores_correct(scores, correct, name: str = "scores"):
@@ -62,9 +84,8 @@ def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0, variant: str =
     s, c = _scores_correct(scores, correct)
     nb = _count(bootstrap, "bootstrap", low=2)
     authors = _variant(variant) == "authors"
-    value = float(_auc_rows(s, c))
-    idx = np.random.default_rng(seed).integers(0, len(s), size=(nb, len(s)))
-    draws = _auc_rows(s[idx], c[idx])
+    value = float(_auc(s, c)[0])
+    draws = _auc(s, c, _draw_counts(len(s), nb, seed))
     usable = np.isfinite(draws)
     if authors:
         if not usable.all():
@@ -101,13 +122,13 @@ def auroc_difference(first, second, correct, *, bootstrap: int = 1000, seed: int
     b, _ = _scores_correct(second, correct, "second")
     nb = _count(bootstrap, "bootstrap", low=2)
     lv = _level(level)
-    idx = np.random.default_rng(seed).integers(0, len(a), size=(nb, len(a)))
-    d = _auc_rows(a[idx], c[idx]) - _auc_rows(b[idx], c[idx])
+    counts = _draw_counts(len(a), nb, seed)  # the same resamples for both scores
+    d = _auc(a, c, counts) - _auc(b, c, counts)
     d = d[np.isfinite(d)]
     if len(d) < 2:
         raise ValueError(f"only {len(d)} of {nb} bootstrap draws hold both classes of correct")
     lo, hi = np.quantile(d, [(1 - lv) / 2, (1 + lv) / 2])
-    return {"difference": float(_auc_rows(a, c) - _auc_rows(b, c)), "low": float(lo),
+    return {"difference": float(_auc(a, c)[0] - _auc(b, c)[0]), "low": float(lo),
             "high": float(hi), "se": float(d.std(ddof=1)), "draws": d}
 
 
