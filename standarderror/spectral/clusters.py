@@ -35,15 +35,17 @@ def _factors(a: np.ndarray, alpha: float, sp: dict | None = None):
     mu, _ = _log_scaled(lam, alpha)
     pos = lam > 0
     coef = sp["vec"] * np.sqrt(np.where(pos, mu / (m * np.where(pos, lam, 1.0)), 0.0))[:, None, :]
-    rows, owner = [], []
     step = _chunk(m, d)
-    for s in range(0, n, step):
+
+    def part(s):  # the chunks are independent: shared out among the threads
         e = _unit_rows(a[s:s + step])
         f = np.matmul(coef[s:s + step].transpose(0, 2, 1), e)  # rows sum_j coef[j, k] e_j
         keep = pos[s:s + step]
-        rows.append(f[keep])
-        owner.append(np.nonzero(keep)[0] + s)
-    return np.concatenate(rows), np.concatenate(owner), lam, mu
+        return f[keep], np.nonzero(keep)[0] + s
+
+    parts = ordered_map(part, range(0, n, step))
+    return (np.concatenate([f for f, _ in parts]), np.concatenate([o for _, o in parts]),
+            lam, mu)
 
 
 def _inner(F: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
