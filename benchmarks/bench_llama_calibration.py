@@ -69,8 +69,9 @@ def main():
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()   # no shard-writing or weight-loading bars in the output
-    from standarderror.llm import export, interface, measure, tiny
-    from standarderror.llm.predictions import windows
+    from standarderror.experiments import measure
+    from standarderror.llm import export, interface, tiny
+    from standarderror.llm.windows import windows
 
     with tempfile.TemporaryDirectory() as tmp:
         d = export.random_llama(tmp, vocab_size=1024, text=tiny.split("val"), window=128)
