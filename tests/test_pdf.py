@@ -44,6 +44,10 @@ import pytest
 
 from standarderror._browser import Unavailable, chromium
 
+# poppler's programs run on the printed book, and one test opens the browser: seconds a test,
+# 13 to 15 s in all, which the fast tier paid wherever a book PDF had been printed
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
 PDF = Path(os.environ.get("PDF_DIR", SITE.parent / "pdf"))
