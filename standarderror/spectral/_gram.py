@@ -242,6 +242,15 @@ def _level(level) -> float:
 # --------------------------------------------------------------------------------------
 
 
+def _held(a: np.ndarray):
+    """``(key, entry)`` of the cache when ``a`` is the very unit array :func:`_answers` cached
+    (looked up by ``id``, then checked to be the same object), else ``(None, None)``. The caller
+    holds :data:`_LOCK`."""
+    key = _BY_ID.get(id(a))
+    entry = _CACHE.get(key) if key is not None else None
+    return (key, entry) if entry is not None and entry["unit"] is a else (None, None)
+
+
 def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = False) -> dict:
     """Eigenvalues (descending, exact zeros below :data:`ZERO`) of every question's density
     matrix; with targets, the squared projections of each target on the lifted eigenvectors.
@@ -254,9 +263,8 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     eigenvectors are those it computes, and the projections are taken from them by the same
     function (:func:`_projections`, on the same chunks)."""
     with _LOCK:
-        key = _BY_ID.get(id(a))
-        entry = _CACHE.get(key) if key is not None else None
-    if entry is None or entry["unit"] is not a:
+        _, entry = _held(a)
+    if entry is None:
         return _decompose(a, y, vectors=vectors)
     if "lam" not in entry:
         sp = _decompose(a, None, vectors=True)
@@ -296,11 +304,8 @@ def answers_key(a: np.ndarray) -> tuple:
     from (read-only, the package's own object: no hashing); for any other array
     ``("bytes", content_key(a))``."""
     with _LOCK:
-        key = _BY_ID.get(id(a))
-        entry = _CACHE.get(key) if key is not None else None
-        if entry is not None and entry["unit"] is a:
-            return ("cached", key)
-    return ("bytes", content_key(a))
+        key, _ = _held(a)
+    return ("cached", key) if key is not None else ("bytes", content_key(a))
 
 
 def _memo(a: np.ndarray, key, compute):
@@ -309,11 +314,8 @@ def _memo(a: np.ndarray, key, compute):
     and served again for the same ``key`` (the same bytes as computing it again); computed
     each time otherwise. The results go with the answers when the cache lets them go."""
     with _LOCK:
-        k = _BY_ID.get(id(a))
-        entry = _CACHE.get(k) if k is not None else None
-        if entry is None or entry["unit"] is not a:
-            entry = None
-        else:
+        _, entry = _held(a)
+        if entry is not None:
             memo = entry.setdefault("memo", OrderedDict())
             hit = memo.get(key)
             if hit is not None:
