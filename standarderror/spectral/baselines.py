@@ -9,6 +9,7 @@ from scipy import sparse
 from scipy.special import logsumexp
 
 from .. import _checks
+from ..uncertainty.selective import _draw_counts
 from ._gram import _answers, _count, _level, _temperature, _unit_gram, _variant
 
 #: The authors' grid of *sampling* temperatures for the Lamb et al. (2025) baseline: 20 values,
@@ -38,14 +39,6 @@ def _auc(scores: np.ndarray, correct: np.ndarray, counts: np.ndarray | None = No
     twice_u = np.sum(p * (2 * (np.cumsum(q, axis=1) - q) + q), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return (twice_u / 2) / (p.sum(1) * q.sum(1))
-
-
-def _draw_counts(n: int, draws: int, seed: int) -> np.ndarray:
-    """How often each of ``n`` questions is drawn in each of ``draws`` bootstrap resamples
-    (``(draws, n)``): the resamples of ``default_rng(seed).integers(0, n, (draws, n))``."""
-    idx = np.random.default_rng(seed).integers(0, n, size=(draws, n))
-    flat = (np.arange(draws)[:, None] * n + idx).ravel()
-    return np.bincount(flat, minlength=draws * n).reshape(draws, n)
 
 
 def _scores_correct(scores, correct, name: str = "scores"):
