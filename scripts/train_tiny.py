@@ -188,6 +188,9 @@ def main(argv=None) -> int:
         "log": log,
         "wall_seconds": round(wall, 1),
         "torch": torch.__version__,
+        # the kernels torch chose on this CPU (ATEN_CPU_CAPABILITY): float32 training is
+        # bit-reproducible only with the same kernels and thread count
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "python": platform.python_version(),
         "weights_dtype": "float16",
     }

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from standarderror.llm import tiny
 
@@ -21,7 +22,12 @@ def run(out):
 @pytest.mark.slow
 def test_training_is_seeded_and_writes_a_loadable_card(tmp_path):
     a, b = run(tmp_path / "a"), run(tmp_path / "b")
-    assert a["checkpoints"][0]["sha256"] == b["checkpoints"][0]["sha256"]
+    context = ("cpu_capability", "threads", "torch", "wall_seconds")
+    assert a["checkpoints"][0]["sha256"] == b["checkpoints"][0]["sha256"], (
+        "two seeded runs wrote different weights: " + "; ".join(
+            f"{k} {a.get(k)!r} vs {b.get(k)!r}" for k in context))
+    # the card names the kernels that this process, in the same environment, would choose
+    assert a["cpu_capability"] == b["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
     for key in ("parameters", "steps", "batch", "schedule", "train_loss", "val_loss", "vocabulary",
                 "corpus", "wall_seconds", "torch", "uniform_loss"):
         assert key in a
