@@ -20,10 +20,13 @@ start=$(date +%s)
 # re-execution of the tests compares outputs exactly only in the same one (tests/nbval_pages.py).
 .venv/bin/python - <<'PY'
 import json, os, torch
+from standarderror.book import KERNEL_VARIABLES
 json.dump({"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
            "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"],
            "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"],
-           "capability": torch.backends.cpu.get_cpu_capability()},
+           "capability": torch.backends.cpu.get_cpu_capability(),
+           # the BLAS's and oneDNN's kernels, where forced
+           "kernels": {k: os.environ[k] for k in KERNEL_VARIABLES if os.environ.get(k)}},
           open("_build/jupyter_execute/arithmetic.json", "w"))
 PY
 echo "book: built fresh in $(( $(date +%s) - start )) s -> _build/html/index.html"

@@ -22,6 +22,10 @@ import numpy as np
 
 #: The mime-type prefix myst-nb uses for glued values that are not displayed.
 GLUE_PREFIX = "application/papermill.record/"
+#: The variables that force the libraries' own choices of CPU kernels (emulating another CPU:
+#: OpenBLAS behind numpy and scipy, MKL and oneDNN behind torch): part of a build's arithmetic,
+#: as ``ATEN_CPU_CAPABILITY`` is; ``scripts/book.sh`` records those set.
+KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
 
 #: Environment variable holding the current build's nonce: :mod:`standarderror.sphinxext` sets a
 #: fresh random value when a build starts, the kernels it starts inherit it, and :func:`pin`

@@ -74,7 +74,7 @@ import nbformat
 import pytest
 from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_patterns
 
-from standarderror.book import GLUE_PREFIX
+from standarderror.book import GLUE_PREFIX, KERNEL_VARIABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -200,14 +200,23 @@ def capability(cap: str | None) -> str:
     return _capabilities[key]
 
 
+def _forced(env) -> str:
+    """`` [NAME=value ...]`` for the variables of :data:`KERNEL_VARIABLES` set in ``env``."""
+    set_ = [f"{k}={env[k]}" for k in KERNEL_VARIABLES if env.get(k)]
+    return f" [{' '.join(set_)}]" if set_ else ""
+
+
 def arithmetics() -> tuple[str | None, str]:
     """(the build's arithmetic, the re-execution's), each as ``KERNELS/THREADS`` such as
     ``AVX2/2``, followed by `` (BLAS k)`` when numpy's BLAS runs on another number of threads
-    (``OPENBLAS_NUM_THREADS``: one in the build and the tests); the build's is None when it left
-    no record (scripts/book.sh writes it)."""
+    (``OPENBLAS_NUM_THREADS``: one in the build and the tests) and by the libraries' forced
+    kernels (:data:`KERNEL_VARIABLES`), if any; the build's is None when it left no record
+    (scripts/book.sh writes it)."""
     cap, threads = rerun_setting()
-    blas = kernel_env().get("OPENBLAS_NUM_THREADS") or threads
-    rerun = f"{capability(cap)}/{threads or '?'}" + (f" (BLAS {blas})" if blas != threads else "")
+    env = kernel_env()
+    blas = env.get("OPENBLAS_NUM_THREADS") or threads
+    rerun = (f"{capability(cap)}/{threads or '?'}" + (f" (BLAS {blas})" if blas != threads else "")
+             + _forced(env))
     record = built_dir() / ARITHMETIC_FILE
     if not record.is_file():
         return None, rerun
@@ -215,7 +224,8 @@ def arithmetics() -> tuple[str | None, str]:
     omp = data["OMP_NUM_THREADS"]
     # numpy's BLAS follows OMP_NUM_THREADS where OPENBLAS_NUM_THREADS is not set (older builds)
     built_blas = data.get("OPENBLAS_NUM_THREADS") or omp
-    build = f"{data['capability']}/{omp}" + (f" (BLAS {built_blas})" if built_blas != omp else "")
+    build = (f"{data['capability']}/{omp}" + (f" (BLAS {built_blas})" if built_blas != omp else "")
+             + _forced(data.get("kernels", {})))
     return build, rerun
 
 

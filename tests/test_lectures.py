@@ -364,6 +364,30 @@ def test_numpys_blas_threads_are_part_of_the_build_arithmetic(monkeypatch, tmp_p
     assert nbval_pages.arithmetics()[0] == f"{cap}/2 (BLAS 1)"
 
 
+def test_forced_library_kernels_are_part_of_the_build_arithmetic(monkeypatch, tmp_path):
+    """A build whose BLAS kernels were forced (an AVX2 laptop emulated with OPENBLAS_CORETYPE
+    and MKL_ENABLE_INSTRUCTIONS) is another arithmetic than a re-execution without them, and
+    the same one with them; the variables are recorded as scripts/book.sh writes them."""
+    monkeypatch.delenv("RERUN_ARITHMETIC", raising=False)
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    for k in nbval_pages.KERNEL_VARIABLES:
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(nbval_pages, "built_dir", lambda: tmp_path)
+    cap = nbval_pages.capability(os.environ.get("ATEN_CPU_CAPABILITY"))
+    forced = {"OPENBLAS_CORETYPE": "Haswell", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    record = {"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
+              "OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "1", "capability": cap,
+              "kernels": forced}
+    (tmp_path / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(record))
+    assert not nbval_pages.same_arithmetic()
+    assert nbval_pages.arithmetics()[0] == (f"{cap}/2 (BLAS 1) "
+                                            "[OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2]")
+    for k, v in forced.items():
+        monkeypatch.setenv(k, v)
+    assert nbval_pages.same_arithmetic()
+    assert "KERNEL_VARIABLES" in (ROOT / "scripts" / "book.sh").read_text()  # records them
+
+
 def test_every_quote_of_the_book_names_a_notebook_page():
     """The quotes the cross-arithmetic check reads resolve, as the build resolves them."""
     pages = {p[:-3] for p in nbval_pages.notebook_pages()}
