@@ -130,6 +130,44 @@ def test_stop_rule():
     assert pt.first_word("kin") == "kin" and pt.first_word("--and") == "-"
 
 
+@pytest.mark.parametrize("independent", [False, True])
+def test_greedy_tree_shares_the_runs_evaluations_only_when_rows_are_independent(independent):
+    """sample_runs grows the greedy tree in the same evaluations as the sampled ones only for
+    prefixes that declare ``independent`` rows; either way the greedy answers are those of a
+    tree of one sample at temperature 0 grown alone, and the sampled runs do not change."""
+    contexts = ["xa", "x ", "x.", "xb"] * 3
+    extends = []
+
+    class Counted(Chain):
+        def extend(self, parent, tokens, question):
+            extends.append(len(parent))
+            child = super().extend(parent, tokens, question)
+            child.__class__ = Counted
+            return child
+
+    Counted.independent = independent
+
+    def roots(lo, hi):
+        return Counted(contexts[lo:hi])
+
+    runs = [(1.0, 4), (0.5, 9)]
+    plain = pt.sample_runs(roots, len(contexts), 6, runs, steps=4)
+    n_plain, rows_plain = len(extends), sum(extends)
+    extends.clear()
+    alone = [w[0] for w in pt.tree(roots(0, len(contexts)), 1, 0.0, None, 4)[0]]
+    n_alone, rows_alone = len(extends), sum(extends)
+    extends.clear()
+    got = pt.sample_runs(roots, len(contexts), 6, runs, steps=4, greedy=True)
+    for r, p in zip(got, plain):
+        assert r["greedy"] == alone and {k: v for k, v in r.items() if k != "greedy"} == p
+    assert sum(extends) == rows_plain + rows_alone  # the same live prefixes either way
+    assert n_alone > 0
+    if independent:
+        assert len(extends) == max(n_plain, n_alone)  # one evaluation per depth
+    else:
+        assert len(extends) == n_plain + n_alone
+
+
 @pytest.mark.parametrize("together", [1, 2, 4])
 def test_runs_from_shared_roots_are_the_single_runs(monkeypatch, together):
     """sample_runs grows every run's trees from one evaluation of each block of contexts, and

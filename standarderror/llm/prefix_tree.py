@@ -77,6 +77,10 @@ class Prefixes(Protocol):
 
     #: float64, rows x vocabulary: ``softmax(scores / T)`` is each row's next-token law.
     scores: np.ndarray
+    #: Optional (False when absent): True when a row's scores never depend on the rows
+    #: evaluated beside it, so that trees may share evaluations bit for bit (the greedy
+    #: tree beside the sampled ones in :func:`sample_runs`).
+    independent: bool
 
     def texts(self, parent: np.ndarray, tokens: np.ndarray,
               question: np.ndarray) -> Sequence[str]:
@@ -127,24 +131,28 @@ def tree(root: Prefixes, m: int, temperature: float, rng, steps: int,
     return trees(root, m, [(temperature, rng)], steps, stop, rows)[0]
 
 
-def trees(root: Prefixes, m: int, runs: Sequence[tuple[float, object]], steps: int,
-          stop: Callable[[str], str | None] = one_word, rows: int | None = None):
+def trees(root: Prefixes, m: int | Sequence[int], runs: Sequence[tuple[float, object]],
+          steps: int, stop: Callable[[str], str | None] = one_word, rows: int | None = None):
     """:func:`tree` for each ``(temperature, rng)`` of ``runs``, all grown from ``root`` at
     once: at each depth the live prefixes of every run are extended together, in one model
     evaluation (``root.extend`` of their concatenation, run after run). Each run draws from
     its own ``rng`` in :func:`tree`'s order, on its own rows' scores, so its result is the
     one :func:`tree` returns alone, as long as a row's scores do not depend on the other rows
-    evaluated with it.
+    evaluated with it. ``m``: the samples per row, one number for every run or one per run
+    (greedy decoding is a run of one sample at temperature 0, which draws nothing).
 
     Returns a list of :func:`tree`'s ``(answers, unterminated)``, one per run.
     """
+    ms = [m] * len(runs) if np.ndim(m) == 0 else list(m)
+    if len(ms) != len(runs):
+        raise ValueError(f"give one m per run: {len(ms)} for {len(runs)} runs")
     n = len(root.scores)
     node = root
     done: list[list[list[str]]] = [[[] for _ in range(n)] for _ in runs]
     unterminated = [0] * len(runs)
     # Per run still growing: its contexts, its counts and its rows [lo, hi) in ``node``
     # (at the root, every run starts from all of root's rows).
-    live = {r: (np.arange(n), np.full(n, m), 0, n) for r in range(len(runs))}
+    live = {r: (np.arange(n), np.full(n, ms[r]), 0, n) for r in range(len(runs))}
     for i in range(steps):
         last = i + 1 == steps
         parents, toks, qs, grown = [], [], [], {}
@@ -184,11 +192,12 @@ def sample(roots: Callable[[int, int], Prefixes], n: int, m: int, *, temperature
 
     ``roots(lo, hi)`` returns the prefixes of contexts ``lo:hi`` (one model evaluation of
     those contexts); contexts go in blocks of ``ROWS // min(m, 16)``. Each block grows one
-    tree of ``m`` samples, then (``greedy``) one tree of one sample at temperature 0 from
-    the same root. Draws come from ``numpy.random.default_rng(seed)``, in this order: each
-    block's tree, the permutation of each context's answers, then its greedy tree (which
-    draws nothing). ``progress``: a label for a tqdm bar over the blocks (it does not
-    change the random stream).
+    tree of ``m`` samples and (``greedy``) one tree of one sample at temperature 0 from the
+    same root, which draws nothing: in the same evaluations as the sampled tree when the
+    prefixes are ``independent`` (see :class:`Prefixes`), else after it. Draws come from
+    ``numpy.random.default_rng(seed)``, in this order: each block's tree, then the
+    permutation of each context's answers. ``progress``: a label for a tqdm bar over the
+    blocks (it does not change the random stream).
 
     Returns
     -------
@@ -210,7 +219,8 @@ def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
     each block of contexts: every run grows its own trees from the same roots, with its own
     ``numpy.random.default_rng(seed)`` drawing in :func:`sample`'s order, so each result is
     the one ``sample(temperature=t, seed=s)`` returns, bit for bit; the greedy answers (the
-    same in every run) are decoded once per block. A search over sampling temperatures pays
+    same in every run) are decoded once per block, beside the first group of runs for
+    ``independent`` prefixes. A search over sampling temperatures pays
     for the contexts once instead of once per temperature, and its runs' trees grow together
     (:func:`trees`, up to :data:`TOGETHER` samples per evaluation): one model evaluation per
     depth for several temperatures. (Bit for bit as long as a row's scores do not depend on
@@ -227,15 +237,27 @@ def sample_runs(roots: Callable[[int, int], Prefixes], n: int, m: int,
     plan = [(t, rng) for (t, _), rng in zip(runs, rngs)]
     for q0 in _progress.bar(range(0, n, per), progress):
         root = roots(q0, min(q0 + per, n))
+        beside = getattr(root, "independent", False)
         together = max(1, TOGETHER // (len(root.scores) * min(m, 16)))
-        grown = [g for k in range(0, len(plan), together)
-                 for g in trees(root, m, plan[k:k + together], steps, stop, rows)]
+        grown = []
+        for k in range(0, len(plan), together):
+            group = plan[k:k + together]
+            # the greedy tree (one sample at temperature 0, which draws nothing: no run's
+            # generator moves) grows beside the first group's trees where rows do not depend
+            # on each other: one row per context more in their evaluations, instead of
+            # evaluations of its own
+            extra = [(0.0, None)] if greedy and k == 0 and beside else []
+            done = trees(root, [m] * len(group) + [1] * len(extra), group + extra, steps,
+                         stop, rows)
+            grown.extend(done[:len(group)])
+            if extra:
+                best.extend(w[0] for w in done[-1][0])
         for r, ((words, cut), rng) in enumerate(zip(grown, rngs)):
             unterminated[r] += cut
             for w in words:
                 out[r].append([w[j] for j in rng.permutation(m)])
-        if greedy:  # draws nothing: no run's generator moves
-            best.extend(w[0] for w in tree(root, 1, 0.0, rngs[0], steps, stop, rows)[0])
+        if greedy and not beside:  # its own evaluations, after the runs' trees
+            best.extend(w[0] for w in tree(root, 1, 0.0, None, steps, stop, rows)[0])
     res = [{"answers": a, "unterminated": u} for a, u in zip(out, unterminated)]
     if greedy:
         for r in res:

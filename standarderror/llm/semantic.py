@@ -144,6 +144,10 @@ class _Cached:
     positions after the context, and the context's keys and values stay where the context
     pass left them."""
 
+    #: A row's logits do not depend on the rows beside it (float64, one token per row; tested
+    #: in tests/test_semantic.py), so trees may share evaluations (prefix_tree.sample_runs).
+    independent = True
+
     def __init__(self, model, caches, pos, text, logits, carr):
         self.model, self.caches, self.pos, self.text, self.carr = model, caches, pos, text, carr
         self.scores = logits.double().numpy()
