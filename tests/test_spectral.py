@@ -675,6 +675,33 @@ def test_immutable_answers_are_hashed_once_and_others_at_every_call(data, monkey
     assert key not in _gram._DIGESTS
 
 
+def test_immutable_answers_are_scanned_once_and_others_at_every_call(data, monkeypatch):
+    """_answers looks an immutable float64 array up before it scans it for NaN and infinity:
+    found, those bytes were scanned when they were cached. Any other array is scanned at
+    every call, and an immutable array that was never cached is scanned (and refused)."""
+    empty_cache(monkeypatch)
+    monkeypatch.setattr(_gram, "_DIGESTS", {})
+    a, _ = data
+    scanned = []
+    real = _gram._checks.array
+    monkeypatch.setattr(_gram._checks, "array",
+                        lambda x, name, **kw: scanned.append(np.shape(x)) or real(x, name, **kw))
+    f = frozen(a)
+    unit = _gram._answers(f)
+    assert scanned == [a.shape]
+    scanned.clear()
+    assert _gram._answers(f) is unit and _gram._answers(frozen(a)) is unit
+    assert scanned == []  # the same bytes, cached: not scanned again
+    assert _gram._answers(a) is unit and _gram._answers(a) is unit
+    assert scanned == [a.shape] * 2  # a writeable array: at every call
+    bad = a.copy()
+    bad[1, 0, 2] = np.nan
+    for _ in range(2):
+        with pytest.raises(ValueError, match="NaN or infinite"):
+            _gram._answers(frozen(bad))
+    assert _gram._answers(frozen(a.astype(np.float32))).dtype == np.float64  # scanned, cast
+
+
 def test_the_authors_decompositions_are_found_without_hashing_the_cached_answers(
         data, monkeypatch):
     empty_cache(monkeypatch)

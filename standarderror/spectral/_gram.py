@@ -96,8 +96,18 @@ def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarra
     decompose them again. So the result is cached by content (SHA-256 of the float64 array):
     the same numbers give the same unit array, the very object computed the first time, made
     read-only so that no caller can change it. ``cache=False`` (the streamed chunks of
-    :func:`spectrum`, seen once) neither reads nor fills the cache."""
-    a = _checks.array(answers, name, ndim=3)
+    :func:`spectrum`, seen once) neither reads nor fills the cache.
+
+    Immutable float64 answers (:func:`~standarderror._immutable.immutable`, as
+    :func:`standarderror.llm.semantic.arrays` returns them) are looked up before they are
+    checked: their key is kept for their life (:func:`content_key`), and a hit means that
+    these very bytes were checked and normalised before, so the scan for NaN and infinity is
+    not made again (a page passes the same 100 MB of answers to some forty functions)."""
+    a = answers
+    known = (cache and isinstance(a, np.ndarray) and a.dtype == np.float64 and a.ndim == 3
+             and a.nbytes <= _CACHE_BYTES and immutable(a))
+    if not known:
+        a = _checks.array(answers, name, ndim=3)
     key = None
     if cache and a.nbytes <= _CACHE_BYTES:
         key = content_key(a)
@@ -106,6 +116,8 @@ def _answers(answers, name: str = "answers", *, cache: bool = True) -> np.ndarra
             if hit is not None:
                 _CACHE.move_to_end(key)
                 return hit["unit"]
+    if known:  # not seen before: checked now, as any other array
+        a = _checks.array(a, name, ndim=3)
     unit = _checked_unit(a, name)
     if key is not None:
         unit.flags.writeable = False
