@@ -364,6 +364,32 @@ def test_kernel_language_entropy_matches_expm(data):
         assert got[i] == pytest.approx(-np.sum(lam * np.log(lam)), abs=TOL)
 
 
+def test_kernel_language_entropy_ties_questions_of_one_repeated_answer():
+    """Questions whose m answers are one word repeated have equal answer graphs in exact
+    arithmetic (the complete graph, every weight 1), whichever the word: their entropies must
+    be equal to the bit, in both variants, and equal the complete graph's in closed form."""
+    rng = np.random.default_rng(5)
+    m, d = 6, 24
+    words = rng.normal(size=(40, d))
+    a = np.repeat(words[:, None, :], m, axis=1)
+    u = words / np.linalg.norm(words, axis=1, keepdims=True)
+    assert np.any(np.einsum("qd,qd->q", u, u) != 1.0)  # the cosines are 1 only within rounding
+    mixed = a.copy()
+    mixed[:, 0] = rng.normal(size=(40, d))  # one other answer: graphs that differ
+    for variant, t in (("ours", 1.0), ("authors", 0.4)):
+        k = sp.kernel_language_entropy(a, variant=variant)
+        assert np.unique(k).size == 1, variant
+        # the complete graph's Laplacian has eigenvalues 0 (once) and m (m - 1 times)
+        if variant == "ours":
+            z = np.array([1.0] + [np.exp(-t * m)] * (m - 1))
+        else:  # exp(-tL) over m times its (constant) diagonal
+            diag = np.exp(-t * m) + (1 - np.exp(-t * m)) / m
+            z = np.array([1.0] + [np.exp(-t * m)] * (m - 1)) / (m * diag)
+        kappa = z / z.sum()
+        assert k[0] == pytest.approx(-np.sum(kappa * np.log(kappa)), rel=1e-9)
+        assert np.unique(sp.kernel_language_entropy(mixed, variant=variant)).size > 1
+
+
 # --------------------------------------------------------------------------------------
 # Invariants and the paper's identities
 # --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from scipy.special import logsumexp
 from .. import _checks
 from ..uncertainty.selective import _draw_counts
 from ._gram import _answers, _count, _level, _temperature, _unit_gram, _variant
+from .clusters import _unique_rows
 
 #: The authors' grid of *sampling* temperatures for the Lamb et al. (2025) baseline: 20 values,
 #: ``np.logspace(np.log10(0.1), np.log10(3.0), 20)``.
@@ -184,13 +185,20 @@ def kernel_language_entropy(answers, time: float | None = None, *,
     ``variant="authors"``: ``time`` defaults to 0.4 and the kernel is normalised entrywise,
     :math:`K_{jk} / (\sqrt{K_{jj} K_{kk}}\, m)` (unit trace, but a different matrix unless the
     diagonal of :math:`K` is constant).
+
+    Two identical answers weigh exactly 1, not their computed cosine, which is 1 only within
+    the CPU's rounding: questions whose graphs are equal in exact arithmetic (all ``m``
+    answers the same word, whichever word) then get equal entropies, and an AUROC ties them
+    instead of ordering them by round-off that changes with the CPU's kernels.
     """
     a = _answers(answers)
     authors = _variant(variant) == "authors"
     t = _temperature((0.4 if authors else 1.0) if time is None else time, "time")
     g = _unit_gram(a)
-    m = g.shape[1]
+    n, m, d = a.shape
     w = np.clip(g, 0.0, None)
+    ids = _unique_rows(a.reshape(n * m, d))[1].reshape(n, m)
+    w[ids[:, :, None] == ids[:, None, :]] = 1.0
     w[:, np.arange(m), np.arange(m)] = 0.0
     lap = -w
     lap[:, np.arange(m), np.arange(m)] = w.sum(2)
