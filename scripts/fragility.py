@@ -14,7 +14,9 @@ the book's own quote parser) would render differently::
 A setting is ``CAPABILITY/THREADS``: ``CAPABILITY`` is ``native`` (torch picks the best kernels
 the CPU offers: ``ATEN_CPU_CAPABILITY`` unset) or a value of ``ATEN_CPU_CAPABILITY``
 (``default``, ``avx2``, ``avx512``; torch falls back to the best the CPU has if asked for more),
-and ``THREADS`` is ``OMP_NUM_THREADS``. The first setting is the reference: the build's
+or an emulated CPU (``laptop``: AVX2 without AVX-512; ``old``: SSE4.2; each forces torch's
+capability and the BLAS's and oneDNN's kernels together, :data:`EMULATED`), and ``THREADS`` is
+``OMP_NUM_THREADS``. The first setting is the reference: the build's
 (``native/2``, what ``scripts/book.sh`` uses). Each execution runs in its own process under
 ``nice``, pages one after the other, so the tool can share a busy machine; pass the cheap pages
 first. One JSON per page and setting is kept under ``--out`` (default ``_build/fragility``),
@@ -54,20 +56,40 @@ DEFAULT_SETTINGS = ["native/2", "default/1", "avx2/1", "default/2"]
 CAPABILITY_CELL = "import torch as _t; print(_t.backends.cpu.get_cpu_capability())"
 
 
+#: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
+#: together (README, "Emulating another CPU"; the variables of
+#: ``standarderror.book.KERNEL_VARIABLES``).
+EMULATED = {
+    "laptop": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+               "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "old": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+            "OPENBLAS_CORETYPE": "Nehalem", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+}
+
+
 def parse_setting(text: str) -> tuple[str, int]:
     cap, sep, threads = text.partition("/")
-    if not sep or cap not in ("native", "default", "avx2", "avx512") or not threads.isdigit():
+    known = ("native", "default", "avx2", "avx512", *EMULATED)
+    if not sep or cap not in known or not threads.isdigit():
         raise argparse.ArgumentTypeError(
-            f"setting {text!r}: write CAPABILITY/THREADS, CAPABILITY one of native, default, "
-            "avx2, avx512 (e.g. native/2, default/1)")
+            f"setting {text!r}: write CAPABILITY/THREADS, CAPABILITY one of "
+            f"{', '.join(known)} (e.g. native/2, default/1, laptop/2)")
     return cap, int(threads)
 
 
 def setting_env(setting: str) -> dict[str, str]:
+    """The environment of a setting's kernels: the capability (or an emulated CPU's every
+    variable) and the thread count; the library variables are removed for the others, so the
+    caller's environment cannot leak into a setting."""
+    from standarderror.book import KERNEL_VARIABLES
+
     cap, threads = parse_setting(setting)
     env = dict(os.environ)
-    env.pop("ATEN_CPU_CAPABILITY", None)
-    if cap != "native":
+    for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES):
+        env.pop(k, None)
+    if cap in EMULATED:
+        env.update(EMULATED[cap])
+    elif cap != "native":
         env["ATEN_CPU_CAPABILITY"] = cap
     env["OMP_NUM_THREADS"] = str(threads)
     return env

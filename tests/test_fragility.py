@@ -26,6 +26,18 @@ def test_setting_env_native_unsets_the_capability(monkeypatch):
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["OMP_NUM_THREADS"] == "1"
 
 
+def test_an_emulated_cpu_forces_every_library_and_no_other_setting_inherits_it(monkeypatch):
+    from standarderror.book import KERNEL_VARIABLES
+
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the caller's, left over
+    env = fragility.setting_env("old/1")
+    assert {k: env[k] for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES)} == {
+        "ATEN_CPU_CAPABILITY": "default", "OPENBLAS_CORETYPE": "Nehalem",
+        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+    assert fragility.setting_env("laptop/2")["OPENBLAS_CORETYPE"] == "Haswell"
+    assert not any(k in fragility.setting_env("native/2") for k in KERNEL_VARIABLES)
+
+
 def _result(out: Path, setting: str, pins: dict, outputs: list) -> None:
     path = fragility.result_path(out, setting, "book/model.md")
     path.parent.mkdir(parents=True, exist_ok=True)
