@@ -28,16 +28,18 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _book_order() -> list[str]:
-    """The book's notebook pages in the order the build starts them: ``se_slowest_pages`` of
-    ``_config.yml`` first, then the others as the tests list them."""
+    """The book's notebook pages in the order the build starts them (``ahead.order``: the
+    pages of ``se_slowest_pages`` in ``_config.yml`` first, then the others by name)."""
     import yaml
+
+    from standarderror.sphinxext.ahead import FIRST, order
 
     sys.path.insert(0, str(ROOT / "tests"))
     import nbval_pages
 
     config = yaml.safe_load((ROOT / "_config.yml").read_text())["sphinx"]["config"]
-    first = [f"{doc}.md" for doc in config.get("se_slowest_pages", [])]
-    return first + [p for p in nbval_pages.notebook_pages() if p not in first]
+    docs = sorted(p[:-3] for p in nbval_pages.notebook_pages())
+    return [f"{d}.md" for d in order(docs, config.get(FIRST))]
 
 
 def _execute(page: str) -> tuple[str, float, dict]:

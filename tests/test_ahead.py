@@ -205,3 +205,12 @@ def test_a_lone_page_is_left_to_myst_nb_and_two_run_with_sleeping_threads(direct
                                                                                "lectures/b"}
     ahead.finish(app, None)
     assert len(ahead.problems()) == 2  # both started ahead, never read
+
+
+def test_the_start_order_is_the_named_slowest_then_the_rest_in_the_given_order():
+    from standarderror.sphinxext import ahead
+
+    docs = ["book/model", "lectures/a", "lectures/b", "lectures/c"]
+    assert ahead.order(docs, ["lectures/c", "absent/page", "lectures/a"]) == [
+        "lectures/c", "lectures/a", "book/model", "lectures/b"]
+    assert ahead.order(docs, None) == docs

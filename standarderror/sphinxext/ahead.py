@@ -121,6 +121,14 @@ def _notebooks(env) -> list[tuple[str, object, dict]]:
     return out
 
 
+def order(docnames, first) -> list[str]:
+    """The order the build starts notebook pages in: the pages named in ``first``
+    (``se_slowest_pages``) in its order, then the others in the order given (the build gives
+    them sorted by name). Names in ``first`` that are not pages only order."""
+    first = [str(d) for d in first or []]
+    return sorted(docnames, key=lambda d: first.index(d) if d in first else len(first))
+
+
 def start(app, env, added, changed, removed) -> list[str]:
     """At ``env-get-outdated`` (every page found, this build's nonce exported): start every
     notebook page's execution, the slowest first. Asks Sphinx to read no further page."""
@@ -136,8 +144,8 @@ def start(app, env, added, changed, removed) -> list[str]:
     import myst_nb.core.execute.direct as direct
 
     run = direct.single_nb_execution._se_run
-    first = [str(d) for d in app.config[FIRST] or []]  # names of absent pages only order
-    pages.sort(key=lambda p: first.index(p[0]) if p[0] in first else len(first))
+    rank = {d: i for i, d in enumerate(order([d for d, _, _ in pages], app.config[FIRST]))}
+    pages.sort(key=lambda p: rank[p[0]])
     _ENV[:] = [env]
     # Idle OpenMP threads sleep instead of spinning (the kernels inherit it): see above.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
