@@ -49,7 +49,9 @@ if [ "$LOCK" = 0 ]; then
   rm -f "$keep"
   echo "newest" > "$stamp"
 else
-  want="lock $(sha256sum "$LOCKFILE" | cut -c1-64)"
+  # the checkout too: an editable install points at one checkout, and a .venv shared with
+  # another (a symlink) must be pointed back at this one
+  want="lock $(sha256sum "$LOCKFILE" | cut -c1-64) at $(pwd -P)"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing standarderror[book,test] (editable) at the versions of $LOCKFILE"
     installed=1
