@@ -239,6 +239,29 @@ def test_every_public_module_has_an_api_page():
     assert not empty, "API pages that document no function or class: " + ", ".join(empty)
 
 
+def test_markdown_tables_in_outputs_render_as_tables():
+    """The lectures' output tables (``standarderror.book.table``: Markdown) are HTML tables on
+    the site, not lines of pipes: MyST-NB parses Markdown outputs as CommonMark unless told
+    otherwise (``nb_render_markdown_format`` in ``_config.yml``), and CommonMark has no tables.
+    Each page with a ``table(`` call has at least as many tables as calls."""
+    _require_site()
+    raw, short = [], []
+    for page in site_pages():
+        if not is_lecture(page):
+            continue
+        html = (SITE / page).read_text(encoding="utf-8")
+        # the header rule of book.table's Markdown left as text ("|---|", or em dashes once
+        # Sphinx's smart quotes have been at it)
+        if re.search("\\|(?:-{3}|\u2014)\\|", html):
+            raw.append(page)
+        source = ROOT / (page[:-5] + ".md")
+        calls = len(re.findall(r"(?<![\w.])table\(", source.read_text(encoding="utf-8")))
+        if html.count("<table") < calls:
+            short.append(f"{page}: {html.count('<table')} tables for {calls} table() calls")
+    assert not raw, "Markdown tables printed as text: " + ", ".join(raw)
+    assert not short, "; ".join(short)
+
+
 def test_every_browser_test_is_in_the_slow_tier():
     """A test that starts the browser, the site's server or JupyterLab takes a minute: it must
     carry the slow marker, or the fast tier (-m "not slow") runs the whole visit wherever the
