@@ -34,6 +34,23 @@ class Chain:
                                      zip(question, self.texts(parent, tokens, question))])
 
 
+def counting(extends: list, independent: bool | None = None) -> type:
+    """A :class:`Chain` whose every ``extend`` (the model evaluation of a depth) appends its
+    number of rows to ``extends``; ``independent``, when given, is the class's declaration of
+    independent rows (left absent otherwise, as a Prefixes may leave it)."""
+
+    class Counted(Chain):
+        def extend(self, parent, tokens, question):
+            extends.append(len(parent))
+            child = super().extend(parent, tokens, question)
+            child.__class__ = Counted
+            return child
+
+    if independent is not None:
+        Counted.independent = independent
+    return Counted
+
+
 def exact_law(last: str, steps: int, temperature: float = 1.0) -> dict:
     """Law of the first word after a context ending in ``last``, by enumeration: a
     non-letter first character is the answer itself (a space gives ""); otherwise the
@@ -137,15 +154,7 @@ def test_greedy_tree_shares_the_runs_evaluations_only_when_rows_are_independent(
     tree of one sample at temperature 0 grown alone, and the sampled runs do not change."""
     contexts = ["xa", "x ", "x.", "xb"] * 3
     extends = []
-
-    class Counted(Chain):
-        def extend(self, parent, tokens, question):
-            extends.append(len(parent))
-            child = super().extend(parent, tokens, question)
-            child.__class__ = Counted
-            return child
-
-    Counted.independent = independent
+    Counted = counting(extends, independent)
 
     def roots(lo, hi):
         return Counted(contexts[lo:hi])
@@ -177,13 +186,7 @@ def test_runs_from_shared_roots_are_the_single_runs(monkeypatch, together):
     contexts = ["xa", "x ", "x.", "xb"] * 3
     runs = [(1.0, 4), (0.5, 9), (0.0, 1), (2.0, 4)]
     calls, extends = [], []
-
-    class Counted(Chain):
-        def extend(self, parent, tokens, question):
-            extends.append(len(parent))
-            child = super().extend(parent, tokens, question)
-            child.__class__ = Counted
-            return child
+    Counted = counting(extends)
 
     def roots(lo, hi):
         calls.append((lo, hi))
