@@ -15,7 +15,8 @@ A setting is ``CAPABILITY/THREADS``: ``CAPABILITY`` is ``native`` (torch picks t
 the CPU offers: ``ATEN_CPU_CAPABILITY`` unset) or a value of ``ATEN_CPU_CAPABILITY``
 (``default``, ``avx2``, ``avx512``; torch falls back to the best the CPU has if asked for more),
 or an emulated CPU (``laptop``: AVX2 without AVX-512; ``old``: SSE4.2; each forces torch's
-capability and the BLAS's and oneDNN's kernels together, :data:`EMULATED`), and ``THREADS`` is
+capability and the BLAS's and oneDNN's kernels together,
+:data:`standarderror.book.EMULATED_CPUS`), and ``THREADS`` is
 ``OMP_NUM_THREADS``. The first setting is the reference: the build's
 (``native/2``, what ``scripts/book.sh`` uses). Each execution runs in its own process under
 ``nice``, pages one after the other, so the tool can share a busy machine; pass the cheap pages
@@ -50,49 +51,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from standarderror.book import GLUE_PREFIX  # noqa: E402  (after the path set-up)
+from standarderror.book import (  # noqa: E402  (after the path set-up)
+    GLUE_PREFIX,
+    arithmetic_env,
+    parse_arithmetic,
+)
 
 DEFAULT_SETTINGS = ["native/2", "default/1", "avx2/1", "default/2"]
 CAPABILITY_CELL = "import torch as _t; print(_t.backends.cpu.get_cpu_capability())"
 
 
-#: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
-#: together (README, "Emulating another CPU"; the variables of
-#: ``standarderror.book.KERNEL_VARIABLES``).
-EMULATED = {
-    "laptop": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-               "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},
-    "old": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-            "OPENBLAS_CORETYPE": "Nehalem", "ONEDNN_MAX_CPU_ISA": "SSE41"},
-}
-
-
 def parse_setting(text: str) -> tuple[str, int]:
-    cap, sep, threads = text.partition("/")
-    known = ("native", "default", "avx2", "avx512", *EMULATED)
-    if not sep or cap not in known or not threads.isdigit():
-        raise argparse.ArgumentTypeError(
-            f"setting {text!r}: write CAPABILITY/THREADS, CAPABILITY one of "
-            f"{', '.join(known)} (e.g. native/2, default/1, laptop/2)")
-    return cap, int(threads)
-
-
-def setting_env(setting: str) -> dict[str, str]:
-    """The environment of a setting's kernels: the capability (or an emulated CPU's every
-    variable) and the thread count; the library variables are removed for the others, so the
-    caller's environment cannot leak into a setting."""
-    from standarderror.book import KERNEL_VARIABLES
-
-    cap, threads = parse_setting(setting)
-    env = dict(os.environ)
-    for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES):
-        env.pop(k, None)
-    if cap in EMULATED:
-        env.update(EMULATED[cap])
-    elif cap != "native":
-        env["ATEN_CPU_CAPABILITY"] = cap
-    env["OMP_NUM_THREADS"] = str(threads)
-    return env
+    """:func:`standarderror.book.parse_arithmetic`, for argparse."""
+    try:
+        return parse_arithmetic(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"setting {e}") from None
 
 
 def sha256(path: Path) -> str:
@@ -191,7 +165,7 @@ def run(pages: list[str], settings: list[str], out: Path, force: bool, nice: int
             t0 = time.time()
             proc = subprocess.run(
                 ["nice", "-n", str(nice), sys.executable, __file__, "--execute", page,
-                 "--to", str(target)], env=setting_env(setting), cwd=ROOT,
+                 "--to", str(target)], env=arithmetic_env(setting), cwd=ROOT,
                 capture_output=True, text=True)
             if proc.returncode:
                 target.unlink(missing_ok=True)

@@ -26,6 +26,46 @@ GLUE_PREFIX = "application/papermill.record/"
 #: OpenBLAS behind numpy and scipy, MKL and oneDNN behind torch): part of a build's arithmetic,
 #: as ``ATEN_CPU_CAPABILITY`` is; ``scripts/book.sh`` records those set.
 KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+#: Values of ``ATEN_CPU_CAPABILITY`` an arithmetic may name (``native``: unset, torch's choice).
+CAPABILITIES = ("native", "default", "avx2", "avx512")
+#: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
+#: together (README, "Emulating another CPU").
+EMULATED_CPUS = {
+    "laptop": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+               "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "old": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+            "OPENBLAS_CORETYPE": "Nehalem", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+}
+
+
+def parse_arithmetic(text: str) -> tuple[str, int]:
+    """``CAPABILITY/THREADS`` (``native/2``, ``default/1``, ``laptop/2``) as (capability, threads):
+    a value of :data:`CAPABILITIES` or an emulated CPU of :data:`EMULATED_CPUS`, and
+    ``OMP_NUM_THREADS``. Raises ValueError on anything else."""
+    cap, sep, threads = text.strip().partition("/")
+    known = (*CAPABILITIES, *EMULATED_CPUS)
+    if not sep or cap not in known or not threads.isdigit() or int(threads) < 1:
+        raise ValueError(f"{text!r}: write CAPABILITY/THREADS, CAPABILITY one of "
+                         f"{', '.join(known)} (e.g. native/2, default/1, laptop/2)")
+    return cap, int(threads)
+
+
+def arithmetic_env(text: str, environ=None) -> dict[str, str]:
+    """The environment (``environ``, default ``os.environ``, with these variables replaced) of
+    kernels that compute in the arithmetic ``text`` (:func:`parse_arithmetic`): torch's
+    capability, or an emulated CPU's every variable, and the thread count. The library
+    variables of :data:`KERNEL_VARIABLES` are removed for the other capabilities, so the
+    caller's cannot leak in."""
+    cap, threads = parse_arithmetic(text)
+    env = dict(os.environ if environ is None else environ)
+    for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES):
+        env.pop(k, None)
+    if cap in EMULATED_CPUS:
+        env.update(EMULATED_CPUS[cap])
+    elif cap != "native":
+        env["ATEN_CPU_CAPABILITY"] = cap
+    env["OMP_NUM_THREADS"] = str(threads)
+    return env
 
 #: Environment variable holding the current build's nonce: :mod:`standarderror.sphinxext` sets a
 #: fresh random value when a build starts, the kernels it starts inherit it, and :func:`pin`

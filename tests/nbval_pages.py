@@ -31,7 +31,8 @@ the build did: the same torch CPU kernels (``ATEN_CPU_CAPABILITY``; the kernels 
 uses, since asking for more than the CPU offers falls back) and the same thread count
 (``OMP_NUM_THREADS``, which orders the sums). ``scripts/book.sh`` records the build's in
 ``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``.ci/run``:
-``native/1``) starts the kernels in another (:func:`kernel_env`). When the two differ, last
+``native/1``; an emulated CPU such as ``laptop/2`` too) starts the kernels in another
+(:func:`kernel_env`). When the two differ, last
 bits differ by design and the comparison is of what a reader is told:
 
 * every pin is checked against every quote of it in the book's prose (any page's ``{pin}``
@@ -74,7 +75,7 @@ import nbformat
 import pytest
 from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_patterns
 
-from standarderror.book import GLUE_PREFIX, KERNEL_VARIABLES
+from standarderror.book import GLUE_PREFIX, KERNEL_VARIABLES, arithmetic_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -155,30 +156,18 @@ _CAPABILITY = "import torch; print(torch.backends.cpu.get_cpu_capability())"
 _capabilities: dict[tuple, str] = {}
 
 
-def rerun_setting() -> tuple[str | None, str | None]:
-    """``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (e.g. ``default/1``): the kernels that execute
-    the notebooks run with ``ATEN_CPU_CAPABILITY=CAPABILITY`` (``native``: unset) and
-    ``OMP_NUM_THREADS=THREADS``; unset, they inherit the test process's environment."""
+def kernel_env() -> dict[str, str]:
+    """The environment the notebooks' kernels start with: the test process's, or, under
+    ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``default/1``, ``native/1``, ``laptop/2``), the
+    arithmetic's (:func:`standarderror.book.arithmetic_env`: torch's capability, an emulated
+    CPU's library kernels, the thread count)."""
     value = os.environ.get("RERUN_ARITHMETIC", "").strip()
     if not value:
-        return os.environ.get("ATEN_CPU_CAPABILITY"), os.environ.get("OMP_NUM_THREADS")
-    cap, sep, threads = value.partition("/")
-    if not sep or not threads.isdigit() or cap not in ("native", "default", "avx2", "avx512"):
-        raise pytest.UsageError(f"RERUN_ARITHMETIC={value!r}: write CAPABILITY/THREADS, e.g. "
-                                "default/1 (CAPABILITY: native, default, avx2 or avx512)")
-    return (None if cap == "native" else cap), threads
-
-
-def kernel_env() -> dict[str, str]:
-    """The environment the notebooks' kernels start with."""
-    env = dict(os.environ)
-    cap, threads = rerun_setting()
-    env.pop("ATEN_CPU_CAPABILITY", None)
-    if cap:
-        env["ATEN_CPU_CAPABILITY"] = cap
-    if threads:
-        env["OMP_NUM_THREADS"] = threads
-    return env
+        return dict(os.environ)
+    try:
+        return arithmetic_env(value)
+    except ValueError as e:
+        raise pytest.UsageError(f"RERUN_ARITHMETIC={e}") from None
 
 
 def capability(cap: str | None) -> str:
@@ -212,8 +201,8 @@ def arithmetics() -> tuple[str | None, str]:
     (``OPENBLAS_NUM_THREADS``: one in the build and the tests) and by the libraries' forced
     kernels (:data:`KERNEL_VARIABLES`), if any; the build's is None when it left no record
     (scripts/book.sh writes it)."""
-    cap, threads = rerun_setting()
     env = kernel_env()
+    cap, threads = env.get("ATEN_CPU_CAPABILITY"), env.get("OMP_NUM_THREADS")
     blas = env.get("OPENBLAS_NUM_THREADS") or threads
     rerun = (f"{capability(cap)}/{threads or '?'}" + (f" (BLAS {blas})" if blas != threads else "")
              + _forced(env))

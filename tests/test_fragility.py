@@ -18,24 +18,27 @@ def test_a_setting_is_capability_slash_threads(bad):
         fragility.parse_setting(bad)
 
 
-def test_setting_env_native_unsets_the_capability(monkeypatch):
+def test_native_unsets_the_capability(monkeypatch):
+    from standarderror.book import arithmetic_env
+
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
-    env = fragility.setting_env("native/2")
+    env = arithmetic_env("native/2")
     assert "ATEN_CPU_CAPABILITY" not in env and env["OMP_NUM_THREADS"] == "2"
-    env = fragility.setting_env("avx2/1")
+    env = arithmetic_env("avx2/1")
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["OMP_NUM_THREADS"] == "1"
 
 
 def test_an_emulated_cpu_forces_every_library_and_no_other_setting_inherits_it(monkeypatch):
-    from standarderror.book import KERNEL_VARIABLES
+    from standarderror.book import KERNEL_VARIABLES, arithmetic_env
 
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the caller's, left over
-    env = fragility.setting_env("old/1")
+    env = arithmetic_env("old/1")
     assert {k: env[k] for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES)} == {
         "ATEN_CPU_CAPABILITY": "default", "OPENBLAS_CORETYPE": "Nehalem",
         "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
-    assert fragility.setting_env("laptop/2")["OPENBLAS_CORETYPE"] == "Haswell"
-    assert not any(k in fragility.setting_env("native/2") for k in KERNEL_VARIABLES)
+    assert arithmetic_env("laptop/2")["OPENBLAS_CORETYPE"] == "Haswell"
+    assert not any(k in arithmetic_env("native/2") for k in KERNEL_VARIABLES)
+    assert arithmetic_env("native/2", {"PATH": "/bin"}) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
 
 
 def _result(out: Path, setting: str, pins: dict, outputs: list) -> None:

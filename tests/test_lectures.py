@@ -273,11 +273,11 @@ def test_reconcile_takes_only_neighbouring_numbers_from_the_build():
     assert nbval_pages._reconcile_text(words, ref) == "ECE 0.0366 over 1,024 lines (T = 1.10)"
 
 
-@pytest.mark.parametrize("value", ["fast", "default", "default/one", "avx3/1"])
+@pytest.mark.parametrize("value", ["fast", "default", "default/one", "avx3/1", "laptop/0"])
 def test_rerun_arithmetic_must_be_capability_slash_threads(monkeypatch, value):
     monkeypatch.setenv("RERUN_ARITHMETIC", value)
-    with pytest.raises(pytest.UsageError, match="RERUN_ARITHMETIC"):
-        nbval_pages.rerun_setting()
+    with pytest.raises(pytest.UsageError, match="RERUN_ARITHMETIC=.*CAPABILITY/THREADS"):
+        nbval_pages.kernel_env()
 
 
 def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
@@ -288,6 +288,26 @@ def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
     monkeypatch.setenv("RERUN_ARITHMETIC", "default/3")
     env = nbval_pages.kernel_env()
     assert env["ATEN_CPU_CAPABILITY"] == "default" and env["OMP_NUM_THREADS"] == "3"
+
+
+def test_rerun_arithmetic_may_be_an_emulated_cpu_and_no_other_inherits_its_kernels(monkeypatch):
+    """``laptop/2`` forces torch's capability and the libraries' kernels together
+    (standarderror.book.EMULATED_CPUS), as scripts/fragility.py's settings do; a library
+    variable left in the test process's environment reaches no other arithmetic, so the
+    re-execution's arithmetic is the one named."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the caller's, left over
+    monkeypatch.setenv("RERUN_ARITHMETIC", "laptop/2")
+    env = nbval_pages.kernel_env()
+    assert {k: env.get(k) for k in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS",
+                                    *nbval_pages.KERNEL_VARIABLES)} == {
+        "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "2", "OPENBLAS_CORETYPE": "Haswell",
+        "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    assert nbval_pages.arithmetics()[1].endswith(
+        "[OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2]")
+    monkeypatch.setenv("RERUN_ARITHMETIC", "native/1")
+    assert not any(k in nbval_pages.kernel_env() for k in nbval_pages.KERNEL_VARIABLES)
+    monkeypatch.delenv("RERUN_ARITHMETIC")
+    assert nbval_pages.kernel_env()["OPENBLAS_CORETYPE"] == "Prescott"  # unset: inherited
 
 
 def test_the_kernel_starts_in_the_rerun_arithmetic_with_the_whole_environment(monkeypatch):
@@ -310,9 +330,10 @@ def test_the_kernel_starts_in_the_rerun_arithmetic_with_the_whole_environment(mo
     Probe().setup()
     assert seen["ATEN_CPU_CAPABILITY"] == "default" and seen["OMP_NUM_THREADS"] == "1"
     assert seen["OPENBLAS_NUM_THREADS"] == "1"  # tests/conftest.py's, kept
-    assert {k: v for k, v in seen.items() if k not in ("ATEN_CPU_CAPABILITY",
-                                                       "OMP_NUM_THREADS")} == {
-        k: v for k, v in before.items() if k not in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS")}
+    set_ = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", *nbval_pages.KERNEL_VARIABLES)
+    assert not any(k in seen for k in nbval_pages.KERNEL_VARIABLES)
+    assert {k: v for k, v in seen.items() if k not in set_} == {
+        k: v for k, v in before.items() if k not in set_}
     assert dict(os.environ) == before  # restored
 
 
