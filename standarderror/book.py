@@ -44,7 +44,8 @@ def parse_arithmetic(text: str) -> tuple[str, int]:
     ``OMP_NUM_THREADS``. Raises ValueError on anything else."""
     cap, sep, threads = text.strip().partition("/")
     known = (*CAPABILITIES, *EMULATED_CPUS)
-    if not sep or cap not in known or not threads.isdigit() or int(threads) < 1:
+    if (not sep or cap not in known or not (threads.isascii() and threads.isdigit())
+            or int(threads) < 1):
         raise ValueError(f"{text!r}: write CAPABILITY/THREADS, CAPABILITY one of "
                          f"{', '.join(known)} (e.g. native/2, default/1, laptop/2)")
     return cap, int(threads)
@@ -66,6 +67,7 @@ def arithmetic_env(text: str, environ=None) -> dict[str, str]:
         env["ATEN_CPU_CAPABILITY"] = cap
     env["OMP_NUM_THREADS"] = str(threads)
     return env
+
 
 #: Environment variable holding the current build's nonce: :mod:`standarderror.sphinxext` sets a
 #: fresh random value when a build starts, the kernels it starts inherit it, and :func:`pin`

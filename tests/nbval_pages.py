@@ -30,9 +30,9 @@ A difference names the page, the code cell and both outputs in full (with a diff
 the build did: the same torch CPU kernels (``ATEN_CPU_CAPABILITY``; the kernels torch really
 uses, since asking for more than the CPU offers falls back) and the same thread count
 (``OMP_NUM_THREADS``, which orders the sums). ``scripts/book.sh`` records the build's in
-``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``.ci/run``:
-``native/1``; an emulated CPU such as ``laptop/2`` too) starts the kernels in another
-(:func:`kernel_env`). When the two differ, last
+``<built notebooks>/arithmetic.json``; ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (a torch
+capability or an emulated CPU; ``.ci/run``: ``old/1``, the older CPU on one thread) starts the
+kernels in another (:func:`kernel_env`). When the two differ, last
 bits differ by design and the comparison is of what a reader is told:
 
 * every pin is checked against every quote of it in the book's prose (any page's ``{pin}``

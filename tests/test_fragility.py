@@ -12,7 +12,7 @@ fragility = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(fragility)
 
 
-@pytest.mark.parametrize("bad", ["native", "avx3/1", "default/two", "/2"])
+@pytest.mark.parametrize("bad", ["native", "avx3/1", "default/two", "/2", "old/0", "old/²"])
 def test_a_setting_is_capability_slash_threads(bad):
     with pytest.raises(Exception, match="CAPABILITY/THREADS"):
         fragility.parse_setting(bad)
