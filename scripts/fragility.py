@@ -1,10 +1,11 @@
-"""Fragility of the book's pins under a change of CPU arithmetic.
+"""Fragility of the book's pins and printed numbers under a change of CPU arithmetic.
 
 Executes notebook pages (every notebook page of ``_toc.yml`` by default) once per *setting*, a
-torch kernel choice and a thread count, records every pinned value (and a digest of every
-printed output and figure), then reports per page how the pins move against the first
-setting, and which quotes in the prose (any page's ``{pin}`` quote of the value, parsed with
-the book's own quote parser) would render differently::
+torch kernel choice and a thread count, records every pinned value, every printed output and a
+digest of every figure, then reports per page how the pins move against the first setting,
+which quotes in the prose (any page's ``{pin}`` quote of the value, parsed with the book's own
+quote parser) would render differently, and how far every printed number moves in units of its
+last printed digit (read as the strict re-execution reads it)::
 
     .venv/bin/python scripts/fragility.py                       # all pages, the default settings
     .venv/bin/python scripts/fragility.py --pages book/model.md lectures/ep3_temperature.md \\
@@ -14,7 +15,8 @@ the book's own quote parser) would render differently::
 A setting is ``CAPABILITY/THREADS``: ``CAPABILITY`` is ``native`` (torch picks the best kernels
 the CPU offers: ``ATEN_CPU_CAPABILITY`` unset) or a value of ``ATEN_CPU_CAPABILITY``
 (``default``, ``avx2``, ``avx512``; torch falls back to the best the CPU has if asked for more),
-or an emulated CPU (``laptop``: AVX2 without AVX-512; ``old``: SSE4.2; each forces torch's
+or an emulated CPU (``laptop``: AVX2 without AVX-512; ``old``: SSE4.2; ``amd``: an AMD EPYC
+with AVX-512, MKL on its AVX2 paths; each forces torch's
 capability and the BLAS's and oneDNN's kernels together,
 :data:`standarderror.book.EMULATED_CPUS`), and ``THREADS`` is
 ``OMP_NUM_THREADS``. The first setting is the reference: the build's
@@ -31,8 +33,12 @@ The report (printed, and written to ``<out>/report.md``) says per page and setti
 pins, how many changed value at all, the largest relative change, how many quotes cross a
 rounding boundary (render differently at the precision written than under the reference), and
 how many of those the pin check's margin (:data:`standarderror.book.BOUNDARY_MARGIN`) absorbs;
-then every quote that fails under some setting, and the printed outputs and figures that
-changed. It exits 1 if some quote fails the pin check under some setting.
+then every quote that fails under some setting; per page and setting, how many printed
+numbers there are, how many move and the largest move in units of the last printed digit,
+then every printed number that moves more than one unit (the strict re-execution in another
+arithmetic fails on it) and every one that moves by one (it sits within the arithmetic's noise
+of a rounding boundary); and the printed outputs and figures that changed. It exits 1 if some
+quote fails the pin check or some printed number moves more than one unit under some setting.
 """
 
 from __future__ import annotations
@@ -58,10 +64,10 @@ from standarderror.book import (  # noqa: E402  (after the path set-up)
 )
 
 #: The build's arithmetic first (the reference), then the emulated AVX2 laptop, the emulated
-#: older CPU on one thread (CI's strict re-execution), and the thread count alone. Not
-#: ``default/1``: torch's capability forced alone stops the own-model page's bfloat16 cell on a
-#: CPU with AMX (README, "CI"); ``old`` forces oneDNN's ISA with it.
-DEFAULT_SETTINGS = ["native/2", "laptop/2", "old/1", "native/1"]
+#: AMD EPYC, the emulated older CPU on one thread (CI's strict re-execution), and the thread
+#: count alone. Not ``default/1``: torch's capability forced alone stops the own-model page's
+#: bfloat16 cell on a CPU with AMX (README, "CI"); ``old`` forces oneDNN's ISA with it.
+DEFAULT_SETTINGS = ["native/2", "laptop/2", "amd/2", "old/1", "native/1"]
 CAPABILITY_CELL = "import torch as _t; print(_t.backends.cpu.get_cpu_capability())"
 
 
@@ -216,9 +222,13 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
     caps = sorted({f"{s} -> {r['capability']}" for (s, _), r in results.items()})
     lines += ["torch kernels used: " + "; ".join(caps), ""]
     head = ("| page | pins | setting | changed | max rel. change | quotes crossed | absorbed by "
-            "margin | quotes failing | outputs changed | figures changed | wall s | CPU s |")
+            "margin | quotes failing | outputs changed | printed numbers | printed moved | "
+            "largest move (units) | figures changed | wall s | CPU s |")
     lines += [head, "|" + "---|" * (head.count("|") - 1)]
     failing: list[str] = []
+    printed_bad: list[str] = []
+    printed_edge: list[str] = []
+    sanitize = _sanitizer()
     crossings: list[str] = []
     changes: list[str] = []
     largest: list[str] = []
@@ -254,6 +264,15 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
                         failing.append(f"- {s}: {where}: computed {now} (exact value {raw})")
             mine, theirs = _by_cell(res["outputs"]), _by_cell(ref["outputs"])
             outs = sum(mine.get(k) != theirs.get(k) for k in set(mine) | set(theirs))
+            nums = printed_moves(theirs, mine, sanitize)
+            moved_nums = [m for m in nums if m[2] != 0]
+            units = max((m[2] for m in moved_nums), default=0)
+            for k, line, u, was, now in moved_nums:
+                where = f"- {s}: {p}, code cell {k}: {was!r} -> {now!r}"
+                if u > 1:
+                    printed_bad.append(f"{where} ({_units(u)} in the last printed digit)")
+                else:
+                    printed_edge.append(f"{where} (one unit: a rounding boundary, in {line!r})")
             figs = sum(a != b for a, b in zip(res["figures"], ref["figures"]))
             figs += abs(len(res["figures"]) - len(ref["figures"]))
             for k in sorted(set(mine) | set(theirs)):
@@ -261,8 +280,8 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
                     changes.append(f"- {s}: {p}, code cell {k}: " + _first_difference(
                         theirs.get(k, ""), mine.get(k, "")))
             lines.append(f"| {p} | {len(pins)} | {s} | {len(changed)} | {rel:.1e} | {crossed} | "
-                         f"{absorbed} | {bad} | {outs} | {figs} | {res['wall_s']:.0f} | "
-                         f"{res['cpu_s']:.0f} |")
+                         f"{absorbed} | {bad} | {outs} | {len(nums)} | {len(moved_nums)} | "
+                         f"{_units(units)} | {figs} | {res['wall_s']:.0f} | {res['cpu_s']:.0f} |")
     lines += ["", f"Margin of the pin check: {BOUNDARY_MARGIN} of the quote's last unit.", "",
               "## Quotes that cross a rounding boundary", ""] + (crossings or ["none"])
     lines += ["", "## Quotes that fail the pin check", ""] + (failing or ["none"])
@@ -272,13 +291,65 @@ def report(pages: list[str], settings: list[str], out: Path) -> int:
               "width of a boundary: another CPU, with other BLAS kernels too, moves more)",
               ""] + (
         _near(pages, settings, results, quotes) or ["none"])
+    lines += ["", "## Printed numbers that move more than one unit of their last digit (or "
+              "whose text changes): these fail the strict re-execution", ""] + (
+        printed_bad or ["none"])
+    lines += ["", "## Printed numbers that cross a rounding boundary (one unit): they sit within "
+              "the arithmetic's noise of the boundary", ""] + (printed_edge or ["none"])
     lines += ["", "## Printed outputs that changed (first differing line)", ""] + (
         changes or ["none"])
     text = "\n".join(lines) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(text)
     print(text)
-    return 1 if failing else 0
+    return 1 if failing or printed_bad else 0
+
+
+def _sanitizer():
+    """The strict re-execution's sanitisers in another arithmetic (tests/nbval_sanitize.cfg,
+    then tests/nbval_sanitize_arithmetic.cfg), as one function over a text."""
+    import nbval_pages
+
+    patterns = [(re.compile(r), t) for path in (nbval_pages.SANITIZE,
+                                                nbval_pages.SANITIZE_ARITHMETIC)
+                for r, t in nbval_pages.sanitize_patterns(path)]
+
+    def sanitize(text: str) -> str:
+        for regex, repl in patterns:
+            text = regex.sub(repl, text)
+        return text
+    return sanitize
+
+
+def printed_moves(ref: dict[int, str], new: dict[int, str], sanitize=lambda t: t
+                  ) -> list[tuple[int, str, float, str, str]]:
+    """Every printed number of every cell, read as the strict re-execution reads it
+    (``nbval_pages._NUMBER``, after its sanitisers), as (cell, line, move, was, now): the move
+    in units of the number's last printed digit, 0 when it is printed the same, ``inf`` when
+    the text around the numbers or a number's form (digits after the point, exponent) differs,
+    so that the two cannot be compared number by number (the strict comparison then fails)."""
+    import nbval_pages
+
+    out = []
+    for k in sorted(set(ref) | set(new)):
+        a_lines = sanitize(ref.get(k, "")).splitlines()
+        b_lines = sanitize(new.get(k, "")).splitlines()
+        if len(a_lines) != len(b_lines):
+            out.append((k, "", float("inf"), f"{len(a_lines)} lines", f"{len(b_lines)} lines"))
+            continue
+        for a_line, b_line in zip(a_lines, b_lines):
+            a, b = nbval_pages._NUMBER.split(a_line), nbval_pages._NUMBER.split(b_line)
+            if len(a) != len(b) or a[::2] != b[::2]:
+                out.append((k, a_line.strip()[:100], float("inf"), a_line.strip()[:100],
+                            b_line.strip()[:100]))
+                continue
+            for x, y in zip(a[1::2], b[1::2]):
+                out.append((k, a_line.strip()[:100], round(nbval_pages.printed_move(x, y), 6), x, y))
+    return out
+
+
+def _units(u: float) -> str:
+    return "text" if u == float("inf") else f"{u:g}"
 
 
 def _near(pages, settings, results, quotes) -> list[str]:

@@ -22,10 +22,13 @@ import numpy as np
 
 #: The mime-type prefix myst-nb uses for glued values that are not displayed.
 GLUE_PREFIX = "application/papermill.record/"
-#: The variables that force the libraries' own choices of CPU kernels (emulating another CPU:
-#: OpenBLAS behind numpy and scipy, MKL and oneDNN behind torch): part of a build's arithmetic,
-#: as ``ATEN_CPU_CAPABILITY`` is; ``scripts/book.sh`` records those set.
-KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA")
+#: The variables that force the libraries' own choices of CPU kernels and their blocking
+#: (OpenBLAS behind numpy and scipy, MKL and oneDNN behind torch): part of a build's
+#: arithmetic, as ``ATEN_CPU_CAPABILITY`` is; ``scripts/book.sh`` records those set. A machine
+#: may set them for every process (``OPENBLAS_CORETYPE=Haswell`` keeps some OpenBLAS builds
+#: correct), so an arithmetic inherits each one it does not force itself.
+KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_ENABLE_INSTRUCTIONS",
+                    "ONEDNN_MAX_CPU_ISA")
 #: Values of ``ATEN_CPU_CAPABILITY`` an arithmetic may name (``native``: unset, torch's choice).
 CAPABILITIES = ("native", "default", "avx2", "avx512")
 #: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
@@ -35,11 +38,14 @@ EMULATED_CPUS = {
                "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},
     "old": {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
             "OPENBLAS_CORETYPE": "Nehalem", "ONEDNN_MAX_CPU_ISA": "SSE41"},
+    # an AMD EPYC with AVX-512 and no AMX: MKL takes its AVX2 paths on an AMD CPU
+    "amd": {"ATEN_CPU_CAPABILITY": "avx512", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+            "OPENBLAS_CORETYPE": "SkylakeX", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"},
 }
 
 
 def parse_arithmetic(text: str) -> tuple[str, int]:
-    """``CAPABILITY/THREADS`` (``native/2``, ``default/1``, ``laptop/2``) as (capability, threads):
+    """``CAPABILITY/THREADS`` (``native/2``, ``default/1``, ``amd/2``) as (capability, threads):
     a value of :data:`CAPABILITIES` or an emulated CPU of :data:`EMULATED_CPUS`, and
     ``OMP_NUM_THREADS``. Raises ValueError on anything else."""
     cap, sep, threads = text.strip().partition("/")
@@ -52,15 +58,14 @@ def parse_arithmetic(text: str) -> tuple[str, int]:
 
 
 def arithmetic_env(text: str, environ=None) -> dict[str, str]:
-    """The environment (``environ``, default ``os.environ``, with these variables replaced) of
-    kernels that compute in the arithmetic ``text`` (:func:`parse_arithmetic`): torch's
-    capability, or an emulated CPU's every variable, and the thread count. The library
-    variables of :data:`KERNEL_VARIABLES` are removed for the other capabilities, so the
-    caller's cannot leak in."""
+    """The environment (``environ``, default ``os.environ``) of kernels that compute in the
+    arithmetic ``text`` (:func:`parse_arithmetic`): torch's capability (``native``: unset), an
+    emulated CPU's every variable, and the thread count replace the environment's. Library
+    variables of :data:`KERNEL_VARIABLES` that the arithmetic does not force are the
+    machine's and are kept: ``native/1`` is this machine as it is set up, on one thread."""
     cap, threads = parse_arithmetic(text)
     env = dict(os.environ if environ is None else environ)
-    for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES):
-        env.pop(k, None)
+    env.pop("ATEN_CPU_CAPABILITY", None)
     if cap in EMULATED_CPUS:
         env.update(EMULATED_CPUS[cap])
     elif cap != "native":
@@ -252,6 +257,20 @@ def check_quote(quoted: str, value: float) -> tuple[bool, str]:
     quote = parse_quote(quoted)
     rendered = render(value, quote)
     return rendered == quote.text or within_margin(quote, value), rendered
+
+
+def with_se(value: float, se: float) -> str:
+    """``value`` and its standard error ``se``, both printed at the standard error's leading
+    digit: ``with_se(-1.615e-05, 7.27e-05)`` is ``-2e-05 (se 7e-05)``. A noise-dominated
+    estimate shows the digits its uncertainty supports, and none that a discrete step fed by
+    round-off (a label drawn as ``u < c``, a bin edge) can move between CPUs."""
+    value, se = float(value), float(se)
+    if not (math.isfinite(value) and math.isfinite(se) and se > 0):
+        raise ValueError(f"with_se needs a finite value and a positive finite standard error, "
+                         f"got value={value!r}, se={se!r}")
+    exp = int(f"{se:.0e}".partition("e")[2])  # the leading digit after rounding: 9.6e-5 -> 1e-4
+    unit = 10.0 ** exp
+    return f"{round(value / unit):+d}e{exp:+03d} (se {round(se / unit):d}e{exp:+03d})"
 
 
 def precision_problem(quoted: str, value: float) -> str | None:

@@ -541,16 +541,25 @@ def _check_against_quotes(page: str, name: str, was: str, value: str) -> list[st
 _NUMBER = re.compile(r"(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)")
 
 
-def _neighbours(a: str, b: str) -> bool:
-    """Whether two printed numbers are equal or one unit apart in their common last digit
-    (the most a last-bit change can move a printed value across a rounding boundary)."""
+def printed_move(a: str, b: str) -> float:
+    """How far apart two printed numbers are, in units of their last printed digit: 0 when
+    they are printed the same, ``inf`` when their forms differ (other digits after the point,
+    another exponent)."""
     def form(t):
         mant, _, exp = t.lower().partition("e")
         return len(mant.partition(".")[2]), int(exp or 0)
+    if a == b:
+        return 0.0
     if form(a) != form(b):
-        return False
+        return float("inf")
     decimals, exp = form(a)
-    return abs(float(a) - float(b)) <= 10.0 ** (exp - decimals) * (1 + 1e-9)
+    return abs(float(a) - float(b)) / 10.0 ** (exp - decimals)
+
+
+def _neighbours(a: str, b: str) -> bool:
+    """Whether two printed numbers are equal or one unit apart in their common last digit
+    (the most a last-bit change can move a printed value across a rounding boundary)."""
+    return printed_move(a, b) <= 1 + 1e-9
 
 
 def _reconcile_text(test: str, ref: str) -> str:

@@ -28,16 +28,27 @@ def test_native_unsets_the_capability(monkeypatch):
     assert env["ATEN_CPU_CAPABILITY"] == "avx2" and env["OMP_NUM_THREADS"] == "1"
 
 
-def test_an_emulated_cpu_forces_every_library_and_no_other_setting_inherits_it(monkeypatch):
+def test_an_emulated_cpu_forces_every_library_and_other_settings_keep_the_machines(monkeypatch):
+    """An emulated CPU forces torch's capability and every library's kernels; any other
+    setting keeps the library variables the machine sets (a machine may need them), and
+    OPENBLAS_L2_SIZE, which no emulated CPU forces, is kept by all."""
     from standarderror.book import KERNEL_VARIABLES, arithmetic_env
 
-    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the caller's, left over
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the machine's
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
     env = arithmetic_env("old/1")
     assert {k: env[k] for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES)} == {
         "ATEN_CPU_CAPABILITY": "default", "OPENBLAS_CORETYPE": "Nehalem",
-        "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41"}
+        "OPENBLAS_L2_SIZE": "512", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+        "ONEDNN_MAX_CPU_ISA": "SSE41"}
     assert arithmetic_env("laptop/2")["OPENBLAS_CORETYPE"] == "Haswell"
-    assert not any(k in arithmetic_env("native/2") for k in KERNEL_VARIABLES)
+    assert {k: arithmetic_env("amd/2")[k] for k in ("ATEN_CPU_CAPABILITY", *KERNEL_VARIABLES)} == {
+        "ATEN_CPU_CAPABILITY": "avx512", "OPENBLAS_CORETYPE": "SkylakeX",
+        "OPENBLAS_L2_SIZE": "512", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+        "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}
+    for setting in ("native/2", "default/1"):
+        env = arithmetic_env(setting)
+        assert (env["OPENBLAS_CORETYPE"], env["OPENBLAS_L2_SIZE"]) == ("Prescott", "512")
     assert arithmetic_env("native/2", {"PATH": "/bin"}) == {"PATH": "/bin", "OMP_NUM_THREADS": "2"}
 
 
@@ -66,8 +77,36 @@ def test_report_counts_changes_crossings_and_failures(tmp_path, capsys):
     # uniform_loss is quoted twice (the page and the syllabus): two quotes cross, both fail
     assert cells[1:8] == ["5", "default/1", "3", f"{(4.347 - 4.3402) / 4.347:.1e}", "3", "1",
                           "2"], row
-    assert cells[8] == "1"                             # one printed output changed
+    assert cells[8:11] == ["1", "1", "1"]               # one output, one number, one unit
+    assert cells[11] == "1"
     assert code == 1
     assert "book/model.md:" in text and "book/syllabus.md:" in text
     assert "uniform_loss=4.34: computed 4.35" in text
     assert (tmp_path / "report.md").is_file()
+
+
+def test_printed_numbers_move_in_units_of_their_last_digit():
+    """The issue's case: -1.65e-05 printed as -1.62e-05 is three units; one unit is a rounding
+    boundary crossed; other text, or another form, cannot be compared number by number."""
+    ref = {4: "n =  1,024   plug-in 2.40e-03   debiased -1.65e-05 (se 7.3e-05)\nz 0.65\n"}
+    moves = fragility.printed_moves(ref, {4: ref[4].replace("-1.65e-05", "-1.62e-05")
+                                          .replace("0.65", "0.66")})
+    assert [(m[3], m[4]) for m in moves if m[2]] == [("-1.65e-05", "-1.62e-05"), ("0.65", "0.66")]
+    assert [m[2] for m in moves if m[2]] == [3.0, 1.0]
+    assert all(m[2] == 0 for m in moves if m[3] == m[4])
+    assert fragility.printed_moves({0: "a 0.50"}, {0: "b 0.50"})[0][2] == float("inf")
+    assert fragility.printed_moves({0: "a 0.50"}, {0: "a 0.5"})[0][2] == float("inf")
+    assert fragility.printed_moves({0: "a\nb"}, {0: "a"})[0][2] == float("inf")
+
+
+def test_report_fails_on_a_printed_number_that_moves_more_than_one_unit(tmp_path, capsys):
+    ref = {"val_loss": "1.5501", "test_loss": "1.5449", "vocab": "77", "parameters": "811392",
+           "uniform_loss": "4.3402"}
+    _result(tmp_path, "native/2", ref, [[0, "debiased -1.65e-05 (se 7.3e-05)"]])
+    _result(tmp_path, "amd/2", ref, [[0, "debiased -1.62e-05 (se 7.3e-05)"]])
+    assert fragility.report(["book/model.md"], ["native/2", "amd/2"], tmp_path) == 1
+    text = capsys.readouterr().out
+    assert "'-1.65e-05' -> '-1.62e-05' (3 in the last printed digit)" in text
+    _result(tmp_path, "amd/2", ref, [[0, "debiased -1.64e-05 (se 7.3e-05)"]])
+    assert fragility.report(["book/model.md"], ["native/2", "amd/2"], tmp_path) == 0
+    assert "(one unit: a rounding boundary" in capsys.readouterr().out

@@ -290,22 +290,22 @@ def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
     assert env["ATEN_CPU_CAPABILITY"] == "default" and env["OMP_NUM_THREADS"] == "3"
 
 
-def test_rerun_arithmetic_may_be_an_emulated_cpu_and_no_other_inherits_its_kernels(monkeypatch):
+def test_rerun_arithmetic_may_be_an_emulated_cpu_and_others_keep_the_machines_kernels(monkeypatch):
     """``laptop/2`` forces torch's capability and the libraries' kernels together
     (standarderror.book.EMULATED_CPUS), as scripts/fragility.py's settings do; a library
-    variable left in the test process's environment reaches no other arithmetic, so the
-    re-execution's arithmetic is the one named."""
-    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the caller's, left over
+    variable the machine sets is kept by every arithmetic that does not force it."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the machine's
+    monkeypatch.delenv("OPENBLAS_L2_SIZE", raising=False)
     monkeypatch.setenv("RERUN_ARITHMETIC", "laptop/2")
     env = nbval_pages.kernel_env()
     assert {k: env.get(k) for k in ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS",
                                     *nbval_pages.KERNEL_VARIABLES)} == {
         "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "2", "OPENBLAS_CORETYPE": "Haswell",
-        "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+        "OPENBLAS_L2_SIZE": None, "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
     assert nbval_pages.arithmetics()[1].endswith(
         "[OPENBLAS_CORETYPE=Haswell MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2]")
     monkeypatch.setenv("RERUN_ARITHMETIC", "native/1")
-    assert not any(k in nbval_pages.kernel_env() for k in nbval_pages.KERNEL_VARIABLES)
+    assert nbval_pages.kernel_env()["OPENBLAS_CORETYPE"] == "Prescott"
     monkeypatch.delenv("RERUN_ARITHMETIC")
     assert nbval_pages.kernel_env()["OPENBLAS_CORETYPE"] == "Prescott"  # unset: inherited
 
@@ -330,8 +330,7 @@ def test_the_kernel_starts_in_the_rerun_arithmetic_with_the_whole_environment(mo
     Probe().setup()
     assert seen["ATEN_CPU_CAPABILITY"] == "default" and seen["OMP_NUM_THREADS"] == "1"
     assert seen["OPENBLAS_NUM_THREADS"] == "1"  # tests/conftest.py's, kept
-    set_ = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS", *nbval_pages.KERNEL_VARIABLES)
-    assert not any(k in seen for k in nbval_pages.KERNEL_VARIABLES)
+    set_ = ("ATEN_CPU_CAPABILITY", "OMP_NUM_THREADS")  # the machine's library variables kept
     assert {k: v for k, v in seen.items() if k not in set_} == {
         k: v for k, v in before.items() if k not in set_}
     assert dict(os.environ) == before  # restored
@@ -375,14 +374,16 @@ def test_numpys_blas_threads_are_part_of_the_build_arithmetic(monkeypatch, tmp_p
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     monkeypatch.setattr(nbval_pages, "built_dir", lambda: tmp_path)
     cap = nbval_pages.capability(os.environ.get("ATEN_CPU_CAPABILITY"))
+    # the library kernels this machine forces, if any, recorded as scripts/book.sh records them
+    kernels = {k: os.environ[k] for k in nbval_pages.KERNEL_VARIABLES if os.environ.get(k)}
     record = {"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
-              "OMP_NUM_THREADS": "2", "capability": cap}
+              "OMP_NUM_THREADS": "2", "capability": cap, "kernels": kernels}
     (tmp_path / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(record))
     assert not nbval_pages.same_arithmetic()  # BLAS on 2 threads then, on 1 now
     record["OPENBLAS_NUM_THREADS"] = "1"
     (tmp_path / nbval_pages.ARITHMETIC_FILE).write_text(json.dumps(record))
     assert nbval_pages.same_arithmetic()
-    assert nbval_pages.arithmetics()[0] == f"{cap}/2 (BLAS 1)"
+    assert nbval_pages.arithmetics()[0] == f"{cap}/2 (BLAS 1)" + nbval_pages._forced(kernels)
 
 
 def test_forced_library_kernels_are_part_of_the_build_arithmetic(monkeypatch, tmp_path):

@@ -23,6 +23,7 @@ from standarderror.book import (
     pin,
     precision_problem,
     render,
+    with_se,
     within_margin,
 )
 from standarderror.sphinxext.numbers import (
@@ -99,6 +100,24 @@ def test_render_uses_the_quoted_form():
 def test_malformed_quotes_are_errors(bad):
     with pytest.raises(ValueError, match="malformed"):
         parse_quote(bad)
+
+
+@pytest.mark.parametrize("value, se, shown", [
+    (-1.615e-05, 7.27e-05, "-2e-05 (se 7e-05)"),     # Episode 2's row of 1,024 predictions
+    (1.164e-04, 2.89e-04, "+1e-04 (se 3e-04)"),
+    (-9.94e-06, 1.53e-05, "-1e-05 (se 2e-05)"),
+    (3e-06, 9.6e-05, "+0e-04 (se 1e-04)"),            # the se rounds up to the next decade
+    (0.0421, 0.013, "+4e-02 (se 1e-02)"),
+])
+def test_with_se_prints_both_at_the_standard_errors_leading_digit(value, se, shown):
+    assert with_se(value, se) == shown
+
+
+@pytest.mark.parametrize("value, se", [(1.0, 0.0), (1.0, -1e-3), (float("nan"), 1e-3),
+                                       (1.0, float("inf"))])
+def test_with_se_refuses_what_is_not_an_estimate_with_an_error(value, se):
+    with pytest.raises(ValueError, match="with_se needs"):
+        with_se(value, se)
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), "0.3", True, None])
