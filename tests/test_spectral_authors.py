@@ -501,3 +501,44 @@ def test_temperature_interval_draws_are_refits(data):
         sp.temperature_interval(a, y, level=1.5)
     with pytest.raises(ValueError, match="bootstrap"):
         sp.temperature_interval(a, y, bootstrap=1)
+
+
+def test_temperature_difference_refits_both_on_the_same_resampled_questions(data):
+    """Each draw is the difference of two refits on one resample of the questions: m = 4
+    answers against the first 2 of them, refitted by hand on the same indices."""
+    a, y = data
+    g = [0.5, 0.8, 1.0, 1.3, 2.0]
+    got = sp.temperature_difference(a, y, a[:, :2], y, bootstrap=30, seed=2, grid=g)
+    n = len(a)
+    idx = np.random.default_rng(2).integers(0, n, size=(30, n))
+    want = [sp.fit_spectral_temperature(a[i], y[i], grid=g)["temperature"]
+            - sp.fit_spectral_temperature(a[i][:, :2], y[i], grid=g)["temperature"] for i in idx]
+    np.testing.assert_array_equal(got["draws"], want)
+    assert got["difference"] == (sp.fit_spectral_temperature(a, y, grid=g)["temperature"]
+                                 - sp.fit_spectral_temperature(a[:, :2], y, grid=g)["temperature"])
+    assert got["share_at_most_zero"] == np.mean(np.array(want) <= 0)
+    assert got["low"] == np.quantile(want, 0.025, method="inverted_cdf")
+    same = sp.temperature_difference(a, y, a, y, bootstrap=20, grid=g)
+    assert same["low"] == same["high"] == same["difference"] == 0
+    with pytest.raises(ValueError, match="same questions"):
+        sp.temperature_difference(a, y, a[:5], y[:5])
+    with pytest.raises(ValueError, match="level"):
+        sp.temperature_difference(a, y, a, y, level=0)
+
+
+def test_the_authors_eigenvalues_are_the_dense_spectrum_scaled(data):
+    """The authors' eigenvalues: all d of the float32 dense decomposition, absolute and
+    renormalised, descending (checked at T = 1 against a plain float32 decomposition); at T,
+    those raised to 1/T and renormalised; their top m agree with the exact ones to float32."""
+    a, _ = data
+    u = (a / np.linalg.norm(a, axis=2, keepdims=True)).astype(np.float32)
+    dense = np.abs(np.linalg.eigvalsh(np.stack([q.T @ q for q in u]) / np.float32(u.shape[1])))
+    want = -np.sort(-dense / dense.sum(1, keepdims=True), axis=1)
+    one = sp.eigenvalues(a, arithmetic="authors")
+    assert one.shape == (len(a), a.shape[2])
+    np.testing.assert_allclose(one, want, atol=1e-6)
+    scaled = one ** (1 / 2.5)
+    np.testing.assert_allclose(sp.eigenvalues(a, 2.5, arithmetic="authors"),
+                               scaled / scaled.sum(1, keepdims=True), rtol=1e-9)
+    exact = sp.eigenvalues(a)
+    np.testing.assert_allclose(one[:, :exact.shape[1]], exact, atol=1e-6)

@@ -91,6 +91,7 @@ from .scores import (
     risk,
     risk_curve,
     spectrum,
+    temperature_difference,
     temperature_interval,
 )
 from .subsample import max_eigenvalue_subsample
@@ -100,7 +101,8 @@ __all__ = [
     "ZERO", "EPS", "AUTHORS_GRID", "LAMB_GRID", "ARITHMETICS", "null_share", "outside_share",
     "eigenvalues", "entropy", "log_score", "risk", "risk_curve", "fit_spectral_temperature",
     "Spectrum", "spectrum",
-    "temperature_interval", "auroc_difference", "similarity", "cluster", "calibration_error",
+    "temperature_interval", "temperature_difference", "auroc_difference", "similarity",
+    "cluster", "calibration_error",
     "calibration_curve",
     "naive_reliability",
     "reliability", "reliability_grid", "max_eigenvalue_subsample", "auroc", "semantic_entropy",

@@ -31,7 +31,7 @@ from .authors import _dense, _score_any
 AUTHORS_GRID = np.round([10 ** (i / 10) for i in range(-3, 8)], 2)
 
 
-def eigenvalues(answers, temperature: float = 1.0) -> np.ndarray:
+def eigenvalues(answers, temperature: float = 1.0, *, arithmetic: str = "exact") -> np.ndarray:
     r"""Eigenvalues of each predicted density matrix after matrix temperature scaling.
 
     .. math:: \mu_k = \lambda_k^{1/T} \Big/ \sum_l \lambda_l^{1/T}
@@ -43,16 +43,22 @@ def eigenvalues(answers, temperature: float = 1.0) -> np.ndarray:
     temperature : float
         :math:`T > 0`; ``1`` returns the plain eigenvalues.
 
+    arithmetic : str
+        ``"exact"`` (Gram space) or one of the authors' (see the module docstring): then all
+        :math:`d` eigenvalues of the dense decomposition are scaled and renormalised.
+
     Returns
     -------
-    ndarray (n, m)
-        Descending; each row sums to one. Only the ``m`` eigenvalues that can be non-zero are
-        returned (the other :math:`d - m` are exactly zero).
+    ndarray (n, m), or (n, d) for the authors' arithmetics
+        Descending; each row sums to one. Exactly, only the ``m`` eigenvalues that can be
+        non-zero are returned (the other :math:`d - m` are exactly zero).
     """
     a = _answers(answers)
     t = _temperature(temperature)
-    mu, _ = _log_scaled(_spectrum(a)["lam"], 1.0 / t)
-    return mu
+    ar = _arithmetic(arithmetic)
+    lam = _spectrum(a)["lam"] if ar == "exact" else _dense(a, None, ar)["lam"]
+    mu, _ = _log_scaled(lam, 1.0 / t)
+    return mu if ar == "exact" else -np.sort(-mu, axis=1)
 
 
 def entropy(answers, temperature: float = 1.0, *, arithmetic: str = "exact") -> np.ndarray:
@@ -258,6 +264,37 @@ def fit_spectral_temperature(answers, targets, *, bounds=(0.05, 50.0), eps: floa
 _INTERVAL_GRID = np.exp(np.arange(np.log(0.2), np.log(5.0) + 1e-9, np.log(1.02)))
 
 
+def _bootstrap_fits(answers, targets, *, bootstrap, seed, grid, eps, arithmetic):
+    """(grid, argmin on all questions, argmin of each bootstrap draw) of the matrix log-score
+    risk over ``grid``. The draws resample question indices with ``default_rng(seed)``, so two
+    calls on as many questions with one seed resample the same questions (a paired bootstrap)."""
+    a = _answers(answers)
+    n, _, d = a.shape
+    y = _targets(targets, n, d)
+    e = _eps(eps)
+    ar = _arithmetic(arithmetic)
+    nb = _count(bootstrap, "bootstrap", low=2)
+    gr = _INTERVAL_GRID if grid is None else np.atleast_1d(
+        _checks.array(grid, "grid", ndim=None)).astype(float)
+    if gr.ndim != 1:
+        raise ValueError(f"grid must be one-dimensional, got shape {gr.shape}")
+    for g in gr:
+        _temperature(g, "grid")
+    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
+    scores = np.array([_score_any(sp, 1.0 / g, e) for g in gr])  # (k, n)
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(nb, n))
+    counts = np.bincount((idx + n * np.arange(nb)[:, None]).ravel(),
+                         minlength=nb * n).reshape(nb, n).astype(float)
+    best = gr[np.argmin(counts @ scores.T, axis=1)]
+    return gr, float(gr[int(np.argmin(scores.mean(1)))]), best
+
+
+def _quantiles(draws, lv: float) -> tuple[float, float]:
+    lo, hi = np.quantile(draws, [(1 - lv) / 2, (1 + lv) / 2], method="inverted_cdf")
+    return float(lo), float(hi)
+
+
 def temperature_interval(answers, targets, *, bootstrap: int = 1000, seed: int = 0,
                          level: float = 0.95, grid=None, eps: float = EPS,
                          arithmetic: str = "exact") -> dict:
@@ -276,30 +313,42 @@ def temperature_interval(answers, targets, *, bootstrap: int = 1000, seed: int =
         interval at ``level``), ``draws`` (the argmin of each draw), ``grid``, ``at_edge``
         (share of draws on the first or last grid temperature).
     """
-    a = _answers(answers)
-    n, _, d = a.shape
-    y = _targets(targets, n, d)
-    e = _eps(eps)
-    ar = _arithmetic(arithmetic)
-    nb = _count(bootstrap, "bootstrap", low=2)
     lv = _level(level)
-    gr = _INTERVAL_GRID if grid is None else np.atleast_1d(
-        _checks.array(grid, "grid", ndim=None)).astype(float)
-    if gr.ndim != 1:
-        raise ValueError(f"grid must be one-dimensional, got shape {gr.shape}")
-    for g in gr:
-        _temperature(g, "grid")
-    sp = _spectrum(a, y) if ar == "exact" else _dense(a, y, ar)
-    scores = np.array([_score_any(sp, 1.0 / g, e) for g in gr])  # (k, n)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(nb, n))
-    counts = np.bincount((idx + n * np.arange(nb)[:, None]).ravel(),
-                         minlength=nb * n).reshape(nb, n).astype(float)
-    best = gr[np.argmin(counts @ scores.T, axis=1)]
-    lo, hi = np.quantile(best, [(1 - lv) / 2, (1 + lv) / 2], method="inverted_cdf")
-    return {"temperature": float(gr[int(np.argmin(scores.mean(1)))]), "low": float(lo),
-            "high": float(hi), "draws": best, "grid": gr,
+    gr, t, best = _bootstrap_fits(answers, targets, bootstrap=bootstrap, seed=seed, grid=grid,
+                                  eps=eps, arithmetic=arithmetic)
+    lo, hi = _quantiles(best, lv)
+    return {"temperature": t, "low": lo, "high": hi, "draws": best, "grid": gr,
             "at_edge": float(np.mean((best == gr.min()) | (best == gr.max())))}
+
+
+def temperature_difference(first, first_targets, second, second_targets, *,
+                           bootstrap: int = 1000, seed: int = 0, level: float = 0.95,
+                           grid=None, eps: float = EPS, arithmetic: str = "exact") -> dict:
+    r"""Paired bootstrap interval of :math:`T_1 - T_2`, the difference between the matrix
+    temperatures fitted to two predictors of the same questions (two embedders, two ``m``).
+
+    Each draw resamples the questions once and refits both on that resample, as
+    :func:`temperature_interval` does for each (the same ``seed`` gives the same draws), so the
+    interval is of the difference on the same questions, not of two independent fits.
+
+    Returns
+    -------
+    dict
+        ``difference`` (of the grid argmins on all questions), ``low``, ``high``, ``draws``
+        (the difference in each draw), ``share_at_most_zero`` (share of draws with
+        :math:`T_1 \le T_2`).
+    """
+    lv = _level(level)
+    n1, n2 = _answers(first, "first").shape[0], _answers(second, "second").shape[0]
+    if n1 != n2:
+        raise ValueError(f"first and second must answer the same questions, got {n1} and {n2}")
+    kw = dict(bootstrap=bootstrap, seed=seed, grid=grid, eps=eps, arithmetic=arithmetic)
+    _, t1, b1 = _bootstrap_fits(first, first_targets, **kw)
+    _, t2, b2 = _bootstrap_fits(second, second_targets, **kw)
+    draws = b1 - b2
+    lo, hi = _quantiles(draws, lv)
+    return {"difference": t1 - t2, "low": lo, "high": hi, "draws": draws,
+            "share_at_most_zero": float(np.mean(draws <= 0))}
 
 
 def outside_share(answers, targets) -> np.ndarray:
