@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import os
+import stat
 import warnings
 
 import numpy as np
@@ -207,6 +209,101 @@ def positive_int(v, name: str) -> int:
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
         raise ValueError(f"{name} must be a positive integer, got {v!r}")
     return int(v)
+
+
+#: The most bins a binned estimate takes: beyond it a bin holds too few predictions to mean
+#: anything at any sample size this package reads (the book uses at most 60), and the bin
+#: arrays of a resampled estimate (draws x bins) would not fit in memory.
+MAX_BINS = 10_000
+#: The most resamples a bootstrap or a Monte Carlo estimate draws (``draws``, ``bootstrap``,
+#: ``halves``, ``subsets``): 50 times the book's largest (2,000); each one is a pass over the
+#: data, and several functions hold every draw's indices at once.
+MAX_DRAWS = 100_000
+#: The most answers sampled per question: ten times the book's largest (100); the answers'
+#: embeddings are held as questions x answers x dimensions floats.
+MAX_ANSWERS = 1_000
+
+
+def at_most(v: int, name: str, high: int) -> int:
+    """``v`` itself when it is at most ``high``; else a ``ValueError`` that names the bound."""
+    if v > high:
+        raise ValueError(f"{name} must be at most {high:,}, got {v:,}")
+    return v
+
+
+def bins(v, name: str = "bins") -> int:
+    """A bin count: a positive integer of at most :data:`MAX_BINS`."""
+    return at_most(positive_int(v, name), name, MAX_BINS)
+
+
+def draws(v, name: str = "draws") -> int:
+    """A number of resamples: a positive integer of at most :data:`MAX_DRAWS`."""
+    return at_most(positive_int(v, name), name, MAX_DRAWS)
+
+
+def answers(v, name: str = "m") -> int:
+    """A number of answers sampled per question: a positive integer of at most
+    :data:`MAX_ANSWERS`."""
+    return at_most(positive_int(v, name), name, MAX_ANSWERS)
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def open_regular(path, what: str = "", *, max_bytes: int | None = None,
+                 setting: str | None = None):
+    """Open ``path`` for binary reading when it is a regular file (symbolic links resolved)
+    of at most ``max_bytes`` bytes; returns the open file, positioned at its start.
+
+    The file is opened without blocking (``O_NONBLOCK``: opening a FIFO for reading would
+    wait for a writer) and checked on the open descriptor (``fstat``), so the file checked is
+    the file read. A directory, a FIFO, a socket or a device (``/dev/zero``) is refused with a
+    ``ValueError`` before a byte is read, and so is a file larger than ``max_bytes`` (the
+    message names ``setting``, the constant that holds the cap, when given); a missing file
+    raises ``FileNotFoundError``, any other failure to open it a ``ValueError`` with the
+    system's reason. ``what`` names the file in messages (``"--text"``, ``"checkpoint"``).
+    Whoever reads the file reads at most ``max_bytes + 1`` bytes: a file that grows after
+    the check is caught there (:func:`read_regular`)."""
+    label = f"{what} {path}" if what else str(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) \
+        | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(os.fspath(path), flags)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{label}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{label} is not a regular file (a directory)") from None
+    except OSError as exc:
+        raise ValueError(f"{label} cannot be opened: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a plain file")
+            raise ValueError(f"{label} is not a regular file ({kind})")
+        if max_bytes is not None and st.st_size > max_bytes:
+            where = f" ({setting})" if setting else ""
+            raise ValueError(f"{label} is {st.st_size:,} bytes, more than the {max_bytes:,} "
+                             f"allowed{where}")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_regular(path, what: str = "", *, max_bytes: int, setting: str | None = None) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes`` bytes (:func:`open_regular`); a
+    file that grew past the cap while it was read is refused too."""
+    with open_regular(path, what, max_bytes=max_bytes, setting=setting) as f:
+        raw = f.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        label = f"{what} {path}" if what else str(path)
+        raise ValueError(f"{label} holds more than the {max_bytes:,} bytes allowed"
+                         + (f" ({setting})" if setting else ""))
+    return raw
 
 
 def choice(value, name: str, allowed: tuple) -> str:

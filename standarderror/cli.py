@@ -22,6 +22,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from standarderror import _checks
+
 #: Options of each task (destination names); giving one to another task is an error.
 TASK_OPTIONS = {
     "calibration": ("text", "count", "size", "block"),
@@ -49,7 +51,11 @@ def _parser() -> argparse.ArgumentParser:
     m = sub.add_parser("measure", help="calibration, conformal sets or eigenvalue calibration",
                        description="Run one measurement on a model and write JSON + figures.")
     m.add_argument("--model", required=True,
-                   help="'tiny' (our committed model), a transformers directory or a hub name")
+                   help="'tiny' (our committed model), a transformers directory or a hub name; "
+                        "with --backend openai, the name the server serves")
+    m.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
+                   help="transformers (in this process, default) or openai (an "
+                        "OpenAI-compatible /v1/completions server: llama.cpp, vLLM, ...)")
     m.add_argument("--task", required=True, choices=("calibration", "conformal", "spectral"))
     m.add_argument("--out", default="measurements", help="output directory (default: %(default)s)")
     m.add_argument("--device", default=None, help="cpu, cuda, ... (default: auto)")
@@ -60,6 +66,18 @@ def _parser() -> argparse.ArgumentParser:
                    help="let a hub name be downloaded (default: local files only, offline)")
     m.add_argument("--seed", type=int, default=0, help="seed of the questions / windows")
     m.add_argument("--no-progress", action="store_true", help="no progress bars")
+    o = m.add_argument_group("served model (--backend openai)")
+    o.add_argument("--base-url", help="the server, http(s)://host:port")
+    o.add_argument("--tokenizer", help="a local transformers tokenizer directory of the "
+                                       "served model")
+    o.add_argument("--api-key-env", help="the environment variable holding the API key "
+                                         "(never written anywhere)")
+    o.add_argument("--concurrency", type=int, help="requests in flight at once (4)")
+    o.add_argument("--top-logprobs", type=int,
+                   help="top log-probabilities asked per position (20); the rest of each "
+                        "row is approximated and the results say so")
+    o.add_argument("--window", type=int, help="the server's context length (default: the "
+                                              "tokenizer's model_max_length)")
     c = m.add_argument_group("calibration")
     c.add_argument("--text", help="a UTF-8 text file to measure on (default: our test plays, "
                                   "held out for our model only: for a pretrained model use "
@@ -103,7 +121,26 @@ def check(args) -> dict:
             if getattr(args, name) is not None:
                 raise UsageError(f"--{name.replace('_', '-')} applies to --task {task} only, "
                                  f"not to --task {args.task}")
-    if args.model == "tiny":
+    served = ("base_url", "tokenizer", "api_key_env", "concurrency", "top_logprobs", "window")
+    if args.backend == "openai":
+        for name in ("dtype", "device"):
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name} does not apply to --backend openai (the server "
+                                 "runs the model)")
+        if args.allow_download:
+            raise UsageError("--allow-download does not apply to --backend openai")
+        for name in ("base_url", "tokenizer"):
+            if getattr(args, name) is None:
+                raise UsageError(f"--backend openai needs --{name.replace('_', '-')}")
+        for name in ("concurrency", "top_logprobs", "window"):
+            if getattr(args, name) is not None:
+                _at_least(args, name, 1)
+    else:
+        for name in served:
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name.replace('_', '-')} applies to --backend openai "
+                                 "only")
+    if args.model == "tiny" and args.backend != "openai":
         for name in ("dtype", "device"):
             if getattr(args, name) is not None:
                 raise UsageError(f"--{name} does not apply to --model tiny (our model runs "
@@ -121,11 +158,10 @@ def check(args) -> dict:
         if args.block is not None:
             _at_least(args, "block", 1)
         if args.text is not None:
-            t = Path(args.text)
-            if not t.exists():
-                raise UsageError(f"--text {args.text}: no such file")
-            if t.is_dir():
-                raise UsageError(f"--text {args.text} is a directory; pass a UTF-8 text file")
+            try:  # a regular file, not a FIFO or a device (opened without blocking)
+                _checks.open_regular(args.text, "--text").close()
+            except (OSError, ValueError) as exc:
+                raise UsageError(str(exc)) from None
         return dict(text=Path(args.text) if args.text else None, count=args.count,
                     size=args.size, seed=args.seed, block=args.block)
     if args.task == "conformal":
@@ -136,14 +172,21 @@ def check(args) -> dict:
     _at_least(args, "dev", 2)
     _at_least(args, "test", 2)
     _at_least(args, "answers", 2)
+    if args.answers > _checks.MAX_ANSWERS:
+        raise UsageError(f"--answers must be at most {_checks.MAX_ANSWERS:,}, got "
+                         f"{args.answers:,}")
     _at_least(args, "max_tokens", 1)
     return dict(dev=args.dev, test=args.test, answers=args.answers, seed=args.seed,
                 max_tokens=args.max_tokens)
 
 
 def check_out(out) -> Path:
-    """``--out`` must be a directory this process can write (created if missing): checked
-    before any measurement, by writing and removing a probe file in it."""
+    """``--out`` must name a directory this process can write (created if missing): checked
+    before any measurement, by writing and removing a probe file in it. An empty name is
+    refused (it would mean the working directory)."""
+    if not str(out).strip():
+        raise UsageError(f"--out must name a directory, got {str(out)!r}; pass --out . for "
+                         "the working directory")
     path = Path(out)
     if path.exists() and not path.is_dir():
         raise UsageError(f"--out {out} exists and is not a directory")
@@ -191,7 +234,14 @@ def main(argv=None) -> int:
         from standarderror.experiments import measure
         from standarderror.llm import interface
 
-        if args.model == "tiny":
+        if args.backend == "openai":
+            from standarderror.llm.interface import served
+
+            lm = served.ServedModel(args.base_url, args.model, tokenizer=args.tokenizer,
+                                    api_key=served.api_key_from(args.api_key_env),
+                                    top_logprobs=args.top_logprobs or 20,
+                                    window=args.window, concurrency=args.concurrency or 4)
+        elif args.model == "tiny":
             lm = interface.TinyLM()
         else:
             lm = interface.load_model(args.model, device=args.device or "auto",
@@ -201,6 +251,12 @@ def main(argv=None) -> int:
     except (UsageError, FileNotFoundError, ValueError, RuntimeError, OSError,
             MemoryError) as exc:
         return _error(exc)
+    except BaseException as exc:  # a Rust extension's panic (the tokenizers library's)
+        from standarderror.llm.interface.directory import rust_panic
+
+        if not rust_panic(exc):
+            raise
+        return _error(f"{type(exc).__name__}: {exc}")
     try:
         paths = measure.write(result, out)
     except OSError as exc:

@@ -437,3 +437,77 @@ def test_card_and_checkpoint_sizes_are_capped(tmp_path, monkeypatch):
     _write_card(d, card)
     with pytest.raises(ValueError, match="header describes"):
         tiny.load(directory=d, trust_card=True)
+
+
+# --- counts that size an allocation are bounded, the bound in the message --------------------
+
+
+def _bounded_calls():
+    from standarderror import spectral as sp
+    from standarderror.experiments import measure
+    from standarderror.uncertainty import scaling, selective, training
+
+    rng = np.random.default_rng(0)
+    c = rng.random(200)
+    ok = rng.random(200) < c
+    z, p, y = _probs(200)
+    seq = np.repeat(np.arange(20), 10)
+    a, t = rng.normal(size=(10, 4, 6)), rng.normal(size=(10, 6))
+    big = 10 ** 12
+    return [
+        ("bins", _checks.MAX_BINS, lambda: cb.ece(c, ok, bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: cb.ece(c, ok, bins=big, adaptive=True)),
+        ("bins", _checks.MAX_BINS, lambda: bn.bin_index(c, bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: bn.ece_batch(c[None], ok[None], bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: bn.l2_batch(c[None], ok[None], bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: bn.ece_floor(c, [100], bins=(big,))),
+        ("bins", _checks.MAX_BINS, lambda: bn.predicted_constant(c, bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: bn.consistency_test(c, ok, bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: training.checkpoint_metrics(np.log(p), y, seq,
+                                                                        bins=big)),
+        ("bins", _checks.MAX_BINS, lambda: measure.word_calibration(z, y, bins=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: bn.calibrated_labels(c, draws=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: bn.subsample(200, 10, draws=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: bn.ece_floor(c, [100], draws=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: selective.abstention(p, y, seq, draws=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: measure.ece_floor(c, 15, draws=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: measure.word_calibration(z, y, draws=big)),
+        ("halves", _checks.MAX_DRAWS, lambda: scaling.fitted_temperature(p, y, seq,
+                                                                         halves=big)),
+        ("halves", _checks.MAX_DRAWS, lambda: training.checkpoint_metrics(np.log(p), y, seq,
+                                                                          halves=big)),
+        ("splits", _checks.MAX_DRAWS, lambda: ex.calibration_masks(seq, splits=big)),
+        ("bootstrap", _checks.MAX_DRAWS, lambda: sp.auroc(c, ok, bootstrap=big)),
+        ("bootstrap", _checks.MAX_DRAWS, lambda: sp.auroc_difference(c, c ** 2, ok,
+                                                                     bootstrap=big)),
+        ("bootstrap", _checks.MAX_DRAWS, lambda: sp.temperature_interval(a, t, bootstrap=big)),
+        ("draws", _checks.MAX_DRAWS, lambda: sp.max_eigenvalue_subsample(a, [2], draws=big)),
+        ("m", ex.MAX_TEST_POINTS, lambda: ex.coverage_distribution(100, big, 0.1)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(_bounded_calls())))
+def test_counts_beyond_their_bound_are_refused_naming_it(case):
+    name, bound, call = _bounded_calls()[case]
+    with pytest.raises(ValueError, match=f"^{name} must be at most {bound:,}, got "
+                                         "1,000,000,000,000"):
+        call()
+
+
+def test_counts_at_their_bound_are_accepted():
+    rng = np.random.default_rng(0)
+    c = rng.random(50)
+    assert np.isfinite(cb.ece(c, rng.random(50) < c, bins=_checks.MAX_BINS))
+    assert bn.subsample(50, 5, draws=_checks.MAX_DRAWS).shape == (_checks.MAX_DRAWS, 5)
+
+
+def test_kernel_language_entropy_refuses_a_time_that_overflows():
+    from standarderror import spectral as sp
+    from standarderror.spectral import baselines
+
+    same = np.ones((2, 5, 8))            # one repeated answer: Laplacian eigenvalues 0 and 5
+    for variant in ("ours", "authors"):
+        with pytest.raises(ValueError, match="^time must be at most 1e\\+06, got 1e\\+308"):
+            sp.kernel_language_entropy(same, 1e308, variant=variant)
+        at_bound = sp.kernel_language_entropy(same, baselines.MAX_KLE_TIME, variant=variant)
+        assert np.all(np.isfinite(at_bound)) and np.allclose(at_bound, 0, atol=1e-12)

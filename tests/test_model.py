@@ -418,13 +418,16 @@ def test_tensors_come_from_the_hashed_bytes(tmp_path, monkeypatch):
     card = json.loads((d / "card.json").read_text())
     f = d / card["checkpoints"][-1]["file"]
     reads = []
-    real = type(f).open
+    from standarderror import _checks
 
-    def opened(self, *args, **kwargs):
-        reads.append(self.name)
-        return real(self, *args, **kwargs)
+    real = _checks.open_regular
 
-    monkeypatch.setattr(type(f), "open", opened)
+    def opened(path, *args, **kwargs):
+        reads.append(Path(path).name)
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(_checks, "open_regular", opened)
+    monkeypatch.setattr(type(f), "open", lambda *a, **k: pytest.fail("opened past the check"))
     import safetensors.torch as st
     monkeypatch.setattr(st, "load_file", lambda *a, **k: pytest.fail("reopened the file"))
     tiny.load(directory=d, trust_card=True)

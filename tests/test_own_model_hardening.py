@@ -372,7 +372,7 @@ def test_an_endless_file_is_refused_fast(tmp_path, capsys):
     assert cli.main(["measure", "--model", "tiny", "--task", "calibration", "--text",
                      "/dev/zero", "--out", str(tmp_path)]) == 2
     assert time.perf_counter() - t0 < 30
-    _one_line_error(capsys, "/dev/zero", "NUL byte")
+    _one_line_error(capsys, "/dev/zero", "not a regular file", "character device")
 
 
 # ---- item 4: one forward, one set of logits; item 5: the head in float32 ----------------
@@ -607,3 +607,399 @@ def test_ece_floor_is_episode_2s_floor_at_the_sample_size():
     # mean ECE is the bias: at most about sqrt(2 / pi) sqrt(c (1 - c)) sqrt(bins / n) <=
     # 0.4 sqrt(B / n) (equal bins; uneven bins give less), and of that order
     assert 0.1 * np.sqrt(15 / 3000) < ours["mean"] < 0.45 * np.sqrt(15 / 3000)
+
+
+# ---- the files of a model directory: only regular files, capped, headers checked --------
+
+import os  # noqa: E402
+import struct  # noqa: E402
+import threading  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from standarderror.llm.interface import directory  # noqa: E402
+
+
+def _st(tensors, data=b"", *, raw=None):
+    """The bytes of a safetensors file: an 8-byte length, the JSON header, the data."""
+    head = raw if raw is not None else json.dumps(tensors).encode()
+    return struct.pack("<Q", len(head)) + head + data
+
+
+def _plain_dir(tmp_path, name="plain"):
+    """A directory the checks pass up to loading: a known model_type, one valid safetensors
+    file, tokenizer files (nothing in it is ever loaded by these tests)."""
+    d = tmp_path / name
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({"model_type": "gpt2", "n_layer": 1}))
+    (d / "model.safetensors").write_bytes(
+        _st({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8))
+    (d / "tokenizer.json").write_text("{}")
+    (d / "tokenizer_config.json").write_text("{}")
+    return d
+
+
+def _warm():
+    """Import what :class:`~standarderror.llm.interface.HFModel` imports first, so that a
+    timing measures the checks, not the first import of transformers in this process."""
+    import transformers
+
+    return transformers.AutoModelForCausalLM, transformers.AutoTokenizer
+
+
+def _fifo(path):
+    """A FIFO at ``path``. Reading it would block until a writer comes: a helper thread
+    opens it for writing a few seconds later if a reader is waiting, so a regression makes
+    the test fail on its timing instead of hanging."""
+    os.mkfifo(path)
+
+    def unblock():
+        time.sleep(3)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # no reader waits (ENXIO) or the FIFO is gone
+                time.sleep(0.2)
+                continue
+            os.close(fd)
+            return
+
+    threading.Thread(target=unblock, daemon=True).start()
+    return path
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+@pytest.mark.parametrize("name", ["config.json", "model.safetensors", "tokenizer.json",
+                                  "tokenizer_config.json"])
+def test_a_fifo_in_place_of_a_model_file_is_refused_without_waiting(name, tmp_path, capsys):
+    d = _plain_dir(tmp_path)
+    (d / name).unlink()
+    _fifo(d / name)
+    _warm()
+    t0 = time.perf_counter()
+    assert _measure(d, tmp_path) == 2
+    assert time.perf_counter() - t0 < 2.5
+    _one_line_error(capsys, name, "not a regular file (a FIFO)")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_fifo_as_text_is_refused_without_waiting(tmp_path, capsys, nothing_expensive):
+    fifo = _fifo(tmp_path / "text.txt")
+    t0 = time.perf_counter()
+    assert cli.main(["measure", "--model", "tiny", "--task", "calibration", "--text",
+                     str(fifo), "--out", str(tmp_path / "o")]) == 2
+    assert time.perf_counter() - t0 < 2.5
+    _one_line_error(capsys, "--text", "text.txt", "not a regular file (a FIFO)")
+
+
+def _sparse(path, size):
+    path.unlink(missing_ok=True)
+    with open(path, "wb") as f:
+        f.truncate(size)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: ((d / "config.json").unlink(), (d / "config.json").symlink_to("/dev/zero")),
+     ["config.json", "not a regular file (a character device)"]),
+    (lambda d: _sparse(d / "tokenizer.json", 1 << 30),
+     ["tokenizer.json", "1,073,741,824 bytes", "MAX_FILE_BYTES"]),
+    (lambda d: _sparse(d / "config.json", directory.MAX_CONFIG_BYTES + 1),
+     ["config.json", "MAX_CONFIG_BYTES"]),
+    (lambda d: _sparse(d / "model.safetensors.index.json", 1 << 30), ["MAX_FILE_BYTES"]),
+    (lambda d: (d / "config.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"),
+     ["config.json", "not valid JSON"]),
+    (lambda d: (d / "config.json").write_text('{"model_type": "gpt2", "eps": NaN}'),
+     ["config.json", "NaN is not finite"]),
+    (lambda d: (d / "config.json").write_text('{"model_type": "gpt2", "n_layer": 1e400}'),
+     ["config.json", "1e400 is not finite"]),
+    (lambda d: ((d / "config.json").unlink(), (d / "config.json").mkdir()),
+     ["config.json", "not a regular file (a directory)"]),
+    (lambda d: ((d / "tokenizer.json").unlink(), (d / "tokenizer.json").symlink_to("tokenizer.json")),
+     ["tokenizer.json", "cannot be opened"]),
+])
+def test_config_and_tokenizer_files_are_capped_and_regular(make, words, tmp_path, capsys):
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero")
+    d = _plain_dir(tmp_path)
+    make(d)
+    _warm()
+    t0 = time.perf_counter()
+    assert _measure(d, tmp_path) == 2
+    assert time.perf_counter() - t0 < 5          # nothing is read whole: no 1 GiB in memory
+    _one_line_error(capsys, *words)
+
+
+def test_the_caps_admit_the_largest_real_tokenizers(tmp_path):
+    d = _plain_dir(tmp_path)
+    _sparse(d / "tokenizer.json", 34_000_000)    # a 262,000-token vocabulary's tokenizer.json
+    _sparse(d / "merges.txt", 20_000_000)
+    directory._check_read_files(d)               # no refusal
+
+
+_F32_1 = {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}
+
+
+@pytest.mark.parametrize("tensors, data, raw, words", [
+    ({"x": {**_F32_1, "shape": [10 ** 30]}}, 4, None, ["tensor 'x'", "need"]),
+    ({"pad": {**_F32_1, "shape": [10 ** 12]}}, 4, None, ["4 bytes", "4,000,000,000,000"]),
+    (None, 4, b'{"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 1e400]}}',
+     ["data_offsets", "inf"]),
+    (None, 4, b'{"x": {"dtype": "F32", "shape": [1e400], "data_offsets": [0, 4]}}', ["shape"]),
+    ({"x": {**_F32_1, "data_offsets": [0, 4.0]}}, 4, None, ["data_offsets"]),
+    ({"x": {**_F32_1, "shape": [True]}}, 4, None, ["shape"]),
+    ({"x": {**_F32_1, "shape": [-1]}}, 4, None, ["shape"]),
+    ({"x": {**_F32_1, "data_offsets": [4, 0]}}, 4, None, ["begin <= end"]),
+    ({"x": {**_F32_1, "dtype": "F128"}}, 4, None, ["dtype 'F128'"]),
+    ({"x": {**_F32_1, "shape": [2], "data_offsets": [0, 8]}}, 4, None, ["header describes"]),
+    ({"a": _F32_1, "b": {**_F32_1, "data_offsets": [8, 12]}}, 12, None, ["starts at byte 8"]),
+    ({"a": _F32_1, "b": _F32_1}, 4, None, ["starts at byte 0"]),
+    ({"x": _F32_1}, 8, None, ["the file holds"]),
+    ({"x": _F32_1, "__metadata__": {"format": 1}}, 4, None, ["__metadata__"]),
+    (None, 4, b"[]", ["not a JSON object"]),
+    (None, 4, b"{" + b'"a":' * 1 + b"[" * 50_000 + b"]" * 50_000 + b"}", ["unreadable header"]),
+    (None, 4, b"\xff\xfe", ["unreadable header"]),
+])
+def test_safetensors_headers_are_checked_tensor_by_tensor(tensors, data, raw, words, tmp_path):
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(_st(tensors, b"\0" * data, raw=raw))
+    with pytest.raises(ValueError, match="not a valid safetensors file") as info:
+        interface.safetensors_header(f)
+    message = str(info.value)
+    assert "\n" not in message
+    for w in words:
+        assert w in message, (w, message)
+
+
+def test_a_header_longer_than_its_file_is_refused(tmp_path):
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(struct.pack("<Q", 1000) + b"{}")
+    with pytest.raises(ValueError, match="claims 1,000 bytes, the file holds 10"):
+        interface.safetensors_header(f)
+
+
+@pytest.mark.parametrize("breakage, words", [
+    (lambda d: (d / "model.safetensors").write_bytes(
+        _st({"x": {**_F32_1, "shape": [10 ** 30]}}, b"\0" * 4)), ["model.safetensors", "need"]),
+    (lambda d: (d / "model.safetensors").write_bytes(_st(None, b"\0" * 4, raw=(
+        b'{"x": {"dtype": "F32", "shape": [1], "data_offsets": [0, 1e400]}}'))),
+     ["model.safetensors", "data_offsets"]),
+])
+def test_absurd_shapes_and_offsets_are_one_line_at_the_command_line(breakage, words,
+                                                                    tmp_path, capsys):
+    d = _plain_dir(tmp_path)
+    breakage(d)
+    assert _measure(d, tmp_path) == 2
+    _one_line_error(capsys, *words)
+
+
+def test_huge_headers_are_refused_before_they_are_parsed(tmp_path, capsys, monkeypatch):
+    d = _plain_dir(tmp_path)
+    f = d / "model.safetensors"
+    with open(f, "wb") as fh:                    # an 80 MB header, sparse on disk
+        fh.write(struct.pack("<Q", 80_000_000))
+        fh.truncate(8 + 80_000_000)
+    _warm()
+    t0 = time.perf_counter()
+    assert _measure(d, tmp_path) == 2
+    assert time.perf_counter() - t0 < 2
+    _one_line_error(capsys, "80,000,000 bytes", "MAX_HEADER_BYTES")
+    # within the byte cap, a header of too many (empty) tensors (the cap lowered to keep
+    # this test fast: a header of MAX_HEADER_BYTES takes about two seconds to parse)
+    monkeypatch.setattr(directory, "MAX_TENSORS", 1000)
+    empty = {"dtype": "F32", "shape": [0], "data_offsets": [0, 0]}
+    f.write_bytes(_st({f"t{i}": empty for i in range(1001)}))
+    with pytest.raises(ValueError, match="1,001 tensors, more than the 1,000"):
+        interface.safetensors_header(f)
+    f.write_bytes(_st({f"t{i}": empty for i in range(1000)}))
+    assert interface.safetensors_parameters(f) == 0         # at the cap: accepted
+
+
+def test_only_the_weights_transformers_loads_are_read(tmp_path):
+    pad = _st({"pad": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}, b"\0" * 4)
+    d = _plain_dir(tmp_path)
+    (d / "pad.safetensors").write_bytes(pad)
+    assert interface.weight_files(d) == [d / "model.safetensors"]
+    (d / "model.safetensors").unlink()               # only a file transformers never opens
+    with pytest.raises(FileNotFoundError, match="pad.safetensors would not be read"):
+        interface.weight_files(d)
+    shards = {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}
+    (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": shards}))
+    assert interface.weight_files(d) == [d / s for s in sorted(shards.values())]
+    for bad in ("../other/model.safetensors", "/etc/passwd.safetensors", "w.bin", ".hidden.safetensors"):
+        (d / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": bad}}))
+        with pytest.raises(ValueError, match="shards must be .safetensors files in the"):
+            interface.weight_files(d)
+    _edit_config(d, transformers_weights="pad.safetensors")   # config.json names the file
+    assert interface.weight_files(d) == [d / "pad.safetensors"]
+    _edit_config(d, transformers_weights="../pad.safetensors")
+    with pytest.raises(ValueError, match="transformers_weights"):
+        interface.weight_files(d)
+
+
+@pytest.mark.slow  # the `gpt2_dir` fixture, and a 24-layer GPT-2 built on the meta device
+def test_a_padding_file_cannot_stand_in_for_missing_weights(gpt2_dir, tmp_path, capsys,
+                                                           monkeypatch):
+    d = _copy(gpt2_dir, tmp_path)
+    _edit_config(d, n_layer=24, n_embd=1024, n_head=16, n_inner=4096)
+    (d / "model.safetensors").write_bytes(_st({"unused": _F32_1}, b"\0" * 4))
+    with open(d / "pad.safetensors", "wb") as f:     # claims 10**12 elements, holds 4 bytes
+        f.write(_st({"pad": {**_F32_1, "shape": [10 ** 12]}}, b"\0" * 4))
+    monkeypatch.setattr(measure, "run", lambda *a, **k: pytest.fail("measured a bad model"))
+    assert _measure(d, tmp_path) == 2
+    _one_line_error(capsys, "parameters", "its weights hold 1:", "random")
+
+
+@pytest.mark.slow  # the `gpt2_dir` fixture and a load with transformers (2-3 s)
+def test_a_missing_weight_is_refused_not_initialised_at_random(gpt2_dir, tmp_path, capfd,
+                                                               monkeypatch):
+    from safetensors.torch import load_file, save_file
+
+    d = _copy(gpt2_dir, tmp_path)
+    state = load_file(d / "model.safetensors")
+    gone = state.pop("transformer.h.0.mlp.c_fc.weight")
+    state["junk"] = torch.zeros_like(gone)            # the same count: only the names tell
+    save_file(state, str(d / "model.safetensors"), metadata={"format": "pt"})
+    monkeypatch.setattr(measure, "run", lambda *a, **k: pytest.fail("measured a bad model"))
+    assert _measure(d, tmp_path) == 2
+    err = capfd.readouterr().err.strip()              # file descriptor 2: no load report
+    assert err.startswith("error: ") and "\n" not in err, err
+    assert "lack 1 tensor" in err and "transformer.h.0.mlp.c_fc.weight" in err, err
+
+
+@pytest.mark.slow  # the `gpt2_dir` fixture and a load with transformers (2-3 s)
+def test_a_tokenizer_regex_that_backtracks_is_one_line(gpt2_dir, tmp_path, capsys):
+    d = _copy(gpt2_dir, tmp_path)
+    tj = json.loads((d / "tokenizer.json").read_text())
+    tj["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "(a|a)+b"},
+                           "behavior": "Isolated", "invert": False}
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    text = tmp_path / "t.txt"
+    text.write_text(("a" * 40 + "c ") * 100)
+    assert _measure(d, tmp_path, "--text", str(text)) == 2
+    # (the tokenizers library's own panic hook writes its message to file descriptor 2)
+    _one_line_error(capsys, "tokenizers library", "retry-limit")
+
+
+# ---- writing results: all or nothing, with the user's umask ---------------------------------
+
+
+def _conformal_result(alpha):
+    return {"task": "conformal", "model": {"name": "m", "parameters": 1, "vocab": 6,
+                                           "tokenizer": "t"},
+            "settings": {"options": 6, "alpha": alpha}, "sizes": {"lac": [1, 2], "aps": [2, 3]},
+            "lac": {"coverage": 0.9, "mean_size": 1.5}, "aps": {"coverage": 0.9,
+                                                               "mean_size": 2.5}}
+
+
+@pytest.mark.parametrize("failing", ["conformal.json", "conformal_sizes.png"])
+def test_a_failed_rename_keeps_the_previous_results(failing, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    paths = measure.write(_conformal_result(0.1), out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(before) == {p.name for p in paths.values()}
+    real = os.replace
+
+    def replace(src, dst):   # the new file's rename into out fails
+        if Path(src).name == failing and Path(dst).parent == out:
+            raise OSError("disk full")
+        return real(src, dst)
+
+    monkeypatch.setattr(measure.report.os, "replace", replace)
+    with pytest.raises(OSError, match="disk full"):
+        measure.write(_conformal_result(0.2), out)    # another title: other bytes
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    measure.write(_conformal_result(0.2), out)
+    assert json.loads((out / "conformal.json").read_text())["settings"]["alpha"] == 0.2
+
+
+def test_results_follow_the_umask_and_an_empty_out_is_refused(tmp_path, capsys,
+                                                              nothing_expensive):
+    old = os.umask(0o027)
+    try:
+        paths = measure.write(_conformal_result(0.1), tmp_path / "out")
+    finally:
+        os.umask(old)
+    assert {p.stat().st_mode & 0o777 for p in paths.values()} == {0o640}
+    with pytest.raises(ValueError, match="out must name a directory"):
+        measure.write(_conformal_result(0.1), "")
+    assert cli.main(["measure", "--model", "tiny", "--task", "calibration", "--out", ""]) == 2
+    _one_line_error(capsys, "--out must name a directory")
+
+
+@pytest.mark.slow  # an export with transformers (2-3 s with its imports)
+def test_exported_weights_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        d = export.to_gpt2(tmp_path / "tiny-gpt2")
+    finally:
+        os.umask(old)
+    assert (d / "model.safetensors").stat().st_mode & 0o777 == 0o640
+    assert (d / "config.json").stat().st_mode & 0o777 == 0o640
+
+
+# ---- bounds on counts; the offline switches restored --------------------------------------
+
+
+def test_answers_beyond_the_bound_are_one_line_before_any_work(tmp_path, capsys,
+                                                               nothing_expensive):
+    assert cli.main(["measure", "--model", "tiny", "--task", "spectral", "--answers",
+                     str(10 ** 9), "--out", str(tmp_path / "o")]) == 2
+    _one_line_error(capsys, "--answers", "at most 1,000", "1,000,000,000")
+    lm = interface.tiny_lm.TinyLM()              # (the fixture replaced interface.TinyLM)
+    with pytest.raises(ValueError, match="m must be at most 1,000"):
+        lm.sample(["the king"], 10 ** 9)
+    with pytest.raises(ValueError, match="answers must be at most 1,000"):
+        measure.spectral_task.spectral(lm, answers=10 ** 9, progress=False)
+
+
+def test_offline_switches_are_restored_after_nested_and_threaded_use(monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "0")
+    before = constants.HF_HUB_OFFLINE
+    entered, leave = threading.Event(), threading.Event()
+
+    def other_thread():
+        with interface.hub_offline():
+            entered.set()
+            leave.wait(30)
+
+    t = threading.Thread(target=other_thread)
+    with interface.hub_offline():
+        with interface.hub_offline(quiet=True):
+            assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+        assert (os.environ["HF_HUB_OFFLINE"], constants.HF_HUB_OFFLINE) == ("1", True)
+        t.start()
+        assert entered.wait(30)
+    assert os.environ["HF_HUB_OFFLINE"] == "1"     # the other thread is still inside
+    leave.set()
+    t.join(30)
+    assert "HF_HUB_OFFLINE" not in os.environ       # the last one out restores
+    assert "HF_HUB_DISABLE_PROGRESS_BARS" not in os.environ
+    assert os.environ["TRANSFORMERS_OFFLINE"] == "0" and constants.HF_HUB_OFFLINE == before
+
+
+@pytest.mark.slow  # imports transformers for its logging switches (2-3 s)
+def test_the_embedder_restores_the_offline_switches(monkeypatch):
+    import sys
+    import types
+
+    from standarderror.llm import semantic
+
+    seen = []
+
+    class FakeSentenceTransformer:   # stands in for the load: what does it see?
+        def __init__(self, *a, **k):
+            seen.append(os.environ.get("HF_HUB_OFFLINE"))
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers",
+                        types.SimpleNamespace(SentenceTransformer=FakeSentenceTransformer))
+    monkeypatch.setattr(semantic, "_EMBEDDER", {})
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    semantic.embedder()
+    assert seen == ["1"]
+    assert "HF_HUB_OFFLINE" not in os.environ and "TRANSFORMERS_OFFLINE" not in os.environ

@@ -61,7 +61,7 @@ def to_gpt2(directory, *, step: int | None = None, loaded: dict | None = None) -
     Returns the directory. The model card's checkpoint hash and step go into
     ``standarderror.json`` beside the weights.
     """
-    from safetensors.torch import save_file
+    from safetensors.torch import save
     from transformers import GPT2Config, PreTrainedTokenizerFast
 
     from standarderror.llm import tiny
@@ -79,7 +79,8 @@ def to_gpt2(directory, *, step: int | None = None, loaded: dict | None = None) -
         architectures=["GPT2LMHeadModel"])
     config.save_pretrained(out)
     state = _state(net)
-    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    # written by Python's open(), so the file gets the user's umask as the configs do
+    (out / "model.safetensors").write_bytes(save(state, metadata={"format": "pt"}))
     fast = PreTrainedTokenizerFast(tokenizer_object=character_tokenizer(chars),
                                    unk_token="<unk>", model_max_length=cfg.block)
     fast.save_pretrained(out)

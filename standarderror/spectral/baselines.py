@@ -76,7 +76,7 @@ def auroc(scores, correct, *, bootstrap: int = 20, seed: int = 0, variant: str =
         ``auroc``, ``se`` (standard deviation over bootstrap draws), ``draws``.
     """
     s, c = _scores_correct(scores, correct)
-    nb = _count(bootstrap, "bootstrap", low=2)
+    nb = _count(bootstrap, "bootstrap", low=2, high=_checks.MAX_DRAWS)
     authors = _variant(variant) == "authors"
     value = float(_auc(s, c)[0])
     draws = _auc(s, c, _draw_counts(len(s), nb, seed))
@@ -114,7 +114,7 @@ def auroc_difference(first, second, correct, *, bootstrap: int = 1000, seed: int
     """
     a, c = _scores_correct(first, correct, "first")
     b, _ = _scores_correct(second, correct, "second")
-    nb = _count(bootstrap, "bootstrap", low=2)
+    nb = _count(bootstrap, "bootstrap", low=2, high=_checks.MAX_DRAWS)
     lv = _level(level)
     counts = _draw_counts(len(a), nb, seed)  # the same resamples for both scores
     d = _auc(a, c, counts) - _auc(b, c, counts)
@@ -169,6 +169,14 @@ def semantic_entropy(answers, threshold: float = 0.9) -> dict:
     return {"entropy": ent, "classes": new.sum(1), "largest": largest}
 
 
+#: The largest heat-kernel time :func:`kernel_language_entropy` takes. The Laplacian's
+#: eigenvalues (at most ``2 (m - 1)``) carry rounding errors of about ``2 m`` float64
+#: epsilons, which the kernel multiplies by ``time``: at this bound and 1,000 answers the
+#: shift is under 1e-6, and the entropy has long reached its limit (the logarithm of the
+#: number of disconnected groups of answers, for ``variant="ours"``).
+MAX_KLE_TIME = 1e6
+
+
 def kernel_language_entropy(answers, time: float | None = None, *,
                             variant: str = "ours") -> np.ndarray:
     r"""Kernel language entropy (Nikitin et al., 2024) with an embedding-similarity graph.
@@ -190,10 +198,17 @@ def kernel_language_entropy(answers, time: float | None = None, *,
     the CPU's rounding: questions whose graphs are equal in exact arithmetic (all ``m``
     answers the same word, whichever word) then get equal entropies, and an AUROC ties them
     instead of ordering them by round-off that changes with the CPU's kernels.
+
+    ``time`` is at most :data:`MAX_KLE_TIME`; larger times are refused (``ValueError``), and
+    so is any result that is not finite.
     """
     a = _answers(answers)
     authors = _variant(variant) == "authors"
     t = _temperature((0.4 if authors else 1.0) if time is None else time, "time")
+    if t > MAX_KLE_TIME:
+        raise ValueError(f"time must be at most {MAX_KLE_TIME:g}, got {time!r}: the entropy "
+                         "at larger times is the rounding of the Laplacian's eigenvalues, "
+                         "multiplied by time")
     g = _unit_gram(a)
     n, m, d = a.shape
     w = np.clip(g, 0.0, None)
@@ -209,7 +224,15 @@ def kernel_language_entropy(answers, time: float | None = None, *,
         kappa = np.linalg.eigvalsh(k / (dia[:, :, None] * dia[:, None, :] * m))
         kappa = np.clip(kappa, 0.0, None)
         logk = np.log(np.where(kappa > 0, kappa, 1.0))
-        return -np.sum(kappa * logk, axis=1)
+        return _finite_kle(-np.sum(kappa * logk, axis=1), time)
     lam = np.linalg.eigvalsh(lap)
     logk = -t * lam - logsumexp(-t * lam, axis=1, keepdims=True)
-    return -np.sum(np.exp(logk) * logk, axis=1)
+    return _finite_kle(-np.sum(np.exp(logk) * logk, axis=1), time)
+
+
+def _finite_kle(values: np.ndarray, time) -> np.ndarray:
+    """The entropies, refused unless every one is finite."""
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"kernel language entropy is not finite at time={time!r} for "
+                         f"{int(np.sum(~np.isfinite(values)))} question(s); use a smaller time")
+    return values

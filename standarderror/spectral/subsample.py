@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _checks
 from .._parallel import ordered_map
 from ._gram import _CHUNK_BYTES, _answers, _count, _unit_gram
 
@@ -26,7 +27,7 @@ def max_eigenvalue_subsample(answers, sizes, *, draws: int = 20, seed: int = 0) 
     ss = np.atleast_1d(np.asarray(sizes))
     if ss.ndim != 1 or not np.issubdtype(ss.dtype, np.integer) or ss.min() < 1 or ss.max() > m:
         raise ValueError(f"sizes must be integers in [1, m={m}], got {sizes!r}")
-    r = _count(draws, "draws")
+    r = _count(draws, "draws", high=_checks.MAX_DRAWS)
     rng = np.random.default_rng(seed)
     full = _unit_gram(a)
     reference = np.linalg.eigvalsh(full / m)[:, -1]

@@ -114,7 +114,7 @@ def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray
     numpy.ndarray of bool, shape (draws, rows)
     """
     c = _confidence(confidence)
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     shape = c.shape if c.ndim == 2 else (draws, c.size)
     rng = np.random.default_rng(seed)
     out = np.empty(shape, dtype=bool)
@@ -168,7 +168,7 @@ def ece_batch(confidence, correct, bins: int = 15, adaptive: bool = False) -> np
     numpy.ndarray, shape (draws,)
     """
     c, ok = _pair(confidence, correct)
-    bins = _checks.positive_int(bins, "bins")
+    bins = _checks.bins(bins)
     _, conf_sum, hits = _binned(c, ok, bins, adaptive)
     return np.abs(conf_sum - hits).sum(axis=1) / c.shape[1]
 
@@ -205,7 +205,7 @@ def l2_batch(confidence, correct, bins: int = 15, adaptive: bool = False,
     numpy.ndarray, shape (draws,)
     """
     c, ok = _pair(confidence, correct)
-    bins = _checks.positive_int(bins, "bins")
+    bins = _checks.bins(bins)
     count, conf_sum, hits = _binned(c, ok, bins, adaptive)
     with np.errstate(invalid="ignore", divide="ignore"):
         acc = np.where(count > 0, hits / np.maximum(count, 1), 0.0)
@@ -220,7 +220,7 @@ def subsample(rows: int, size: int, draws: int = 200, seed: int = 0) -> np.ndarr
     """``draws`` random subsets of ``size`` distinct row indices out of ``rows`` (draws x size)."""
     rows = _checks.positive_int(rows, "rows")
     size = _checks.positive_int(size, "size")
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     if size > rows:
         raise ValueError(f"size={size} is larger than rows={rows}; a subset cannot repeat rows")
     rng = np.random.default_rng(seed)
@@ -258,8 +258,8 @@ def ece_floor(confidence, sizes, bins=(5, 10, 15, 30, 60), *, draws: int = 200,
     if c.ndim != 1:
         raise ValueError("confidence must be one-dimensional here (the pool subsets are drawn from)")
     sizes = [_checks.positive_int(s, "sizes") for s in np.atleast_1d(sizes).tolist()]
-    bins = [_checks.positive_int(b, "bins") for b in np.atleast_1d(bins).tolist()]
-    draws = _checks.positive_int(draws, "draws")
+    bins = [_checks.bins(b) for b in np.atleast_1d(bins).tolist()]
+    draws = _checks.draws(draws)
     rows = []
     for j, n in enumerate(sizes):
         idx = subsample(c.size, n, draws, seed=seed + 1000 * j)
@@ -316,7 +316,7 @@ def predicted_constant(confidence, bins: int = 15, adaptive: bool = False) -> fl
     c = _confidence(confidence)
     if c.ndim != 1:
         raise ValueError("confidence must be one-dimensional")
-    bins = _checks.positive_int(bins, "bins")
+    bins = _checks.bins(bins)
     which = bin_index(c, bins, adaptive)[None, :]
     count = _bin_sums(which, np.ones((1, c.size)), bins)[0]
     v = _bin_sums(which, (c * (1 - c))[None, :], bins)[0]
@@ -346,7 +346,7 @@ def consistency_test(confidence, correct, bins: int = 15, *, adaptive: bool = Fa
     c = _confidence(confidence)
     if c.ndim != 1:
         raise ValueError("confidence must be one-dimensional (one confidence per prediction)")
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     observed = cb.ece(c, correct, bins=bins, adaptive=adaptive)
     rng = np.random.default_rng(seed)
     chunk = max(1, 2_000_000 // c.size)  # label matrices of ~2M entries at a time
@@ -386,7 +386,7 @@ def subset_p_values(confidence, correct, sequence, windows: int, *, subsets: int
     idx = idx.reshape(-1)
     n_win = int(idx.max()) + 1
     windows = _checks.positive_int(windows, "windows")
-    subsets = _checks.positive_int(subsets, "subsets")
+    subsets = _checks.draws(subsets, "subsets")
     if windows > n_win:
         raise ValueError(f"windows={windows} but the data hold only {n_win} windows")
     rng = np.random.default_rng(seed)
@@ -470,7 +470,7 @@ def verdicts(logp, y, sequence, temperatures=(1.0, 1.2), sizes=(4, 16, 64), *,
     ts = tuple(_checks.temperature(t, "temperatures") for t in temperatures)
     if len(ts) != 2 or ts[0] == ts[1]:
         raise ValueError(f"temperatures must be two different temperatures, got {temperatures!r}")
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     n_seq, per = counts.size, int(counts[0])
     sizes = [_checks.positive_int(s, "sizes") for s in np.atleast_1d(sizes).tolist()]
     if max(sizes) > n_seq:

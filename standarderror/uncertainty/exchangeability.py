@@ -35,6 +35,9 @@ from standarderror.uncertainty import coverage as cv
 
 #: How a calibration set is drawn: individual rows, or whole sequences (windows).
 SPLITS = ("row", "sequence")
+#: The largest test set :func:`coverage_distribution` takes: its quantiles sum the exact
+#: beta-binomial over all ``m + 1`` outcomes (two seconds at this size).
+MAX_TEST_POINTS = 1_000_000
 
 
 def _rank(n: int, alpha: float) -> int:
@@ -100,7 +103,7 @@ def coverage_distribution(n, m, alpha) -> dict:
         ``below`` (:math:`P(\hat C < 1-\alpha)`), ``n``, ``m``.
     """
     n = _checks.positive_int(n, "n")
-    m = _checks.positive_int(m, "m")
+    m = _checks.at_most(_checks.positive_int(m, "m"), "m", MAX_TEST_POINTS)
     a = _checks.alpha(alpha)
     level = finite_sample_level(n, a)
     k = _rank(n, a)
@@ -159,7 +162,7 @@ def calibration_masks(sequence, *, share: float = 0.5, splits: int = 200,
     """
     idx, n_groups, size = _groups(sequence)
     frac = _checks.alpha(share, "share")
-    splits = _checks.positive_int(splits, "splits")
+    splits = _checks.draws(splits, "splits")
     _checks.choice(by, "by", SPLITS)
     g_cal = int(round(frac * n_groups))
     if not 1 <= g_cal < n_groups:

@@ -45,7 +45,7 @@ def ece(confidence, correct, bins: int = 15, adaptive: bool = False) -> float:
     conf = _checks.array(confidence, "confidence", ndim=1)
     ok = _correct(correct)
     _checks.same_length(confidence=conf, correct=ok)
-    bins = _checks.positive_int(bins, "bins")
+    bins = _checks.bins(bins)
     if conf.min() < 0 or conf.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{conf.min():.3g}, {conf.max():.3g}]")
     which = _bins(conf, bins, adaptive)
@@ -79,7 +79,7 @@ def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
         raise ValueError(f"confidence must be one- or two-dimensional (draws x rows), got shape {c.shape}")
     if c.min() < 0 or c.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{c.min():.3g}, {c.max():.3g}]")
-    return _bins(c, _checks.positive_int(bins, "bins"), adaptive)
+    return _bins(c, _checks.bins(bins), adaptive)
 
 
 def _bins(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:

@@ -334,7 +334,7 @@ def fitted_temperature(p, y, sequence, halves: int = 40, seed: int = 0,
     n = logp.shape[0]
     y = _checks.labels(y, logp.shape[1], n)
     seq_idx, n_seq = _sequence_index(sequence, n)
-    halves = _checks.positive_int(halves, "halves")
+    halves = _checks.draws(halves, "halves")
     lo, hi = _bounds(bounds)
     _ruled_out(logp, y, "p")
     rng = np.random.default_rng(seed)

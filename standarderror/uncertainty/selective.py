@@ -218,7 +218,7 @@ def abstention(p, y, sequence, temperatures=ABSTENTION_TEMPERATURES, draws: int 
     y = _checks.labels(y, logp.shape[1], n)
     seq_idx, n_seq = _sequence_index(sequence, n)
     ts = _temperatures(temperatures)
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     if not 0 < float(coverage) <= 1:
         raise ValueError(f"coverage must lie in (0, 1], got {coverage!r}")
     ok = logp.argmax(axis=1) == y

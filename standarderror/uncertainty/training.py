@@ -67,6 +67,8 @@ def checkpoint_metrics(logp, y, sequence, *, bins: int = 15, halves: int = 20,
     logp = _checks.normalised_logp(logp, "logp")
     n = logp.shape[0]
     y = _checks.labels(y, logp.shape[1], n)
+    bins = _checks.bins(bins)
+    halves = _checks.draws(halves, "halves")
     rows = np.arange(n)
     pred = logp.argmax(axis=1)
     ok = pred == y
@@ -144,7 +146,7 @@ def window_difference(diff, window, *, draws: int = 2000, seed: int = 0,
     count = np.bincount(w) if w.size and w.min() >= 0 else None
     if count is None or not np.all(count > 0):
         raise ValueError("window must number the windows 0..W-1, every window present")
-    draws = _checks.positive_int(draws, "draws")
+    draws = _checks.draws(draws)
     level = _checks.alpha(level, "level")  # strictly inside (0, 1), like a miscoverage level
     n = len(count)
     per_window = np.bincount(w, d) / count

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import math
+import os
 import time
 from pathlib import Path
 
@@ -71,8 +72,10 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
     ts_ab = tuple(float(t) for t in (abstention_temperatures or cb.ABSTENTION_TEMPERATURES))
     if 1.0 not in ts:
         ts = tuple(sorted(ts + (1.0,)))
-    for name, v in (("count", count), ("size", size), ("bins", bins), ("draws", draws)):
+    for name, v in (("count", count), ("size", size)):
         _checks.positive_int(v, name)
+    _checks.bins(bins)
+    _checks.draws(draws)
     if not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
     room = lm.window - len(lm.prefix)
@@ -125,7 +128,8 @@ def calibration(lm: LanguageModel, *, text=None, count: int = 10, size: int = 16
             text_bytes.append(len(whole.encode("utf-8")) - len(head.encode("utf-8")))
             text_chars.append(len(whole) - len(head))
         for lo in range(0, size, per):
-            logp = lm.window_logprobs(x[lo:lo + per]).reshape(-1, lm.vocab_size)
+            logp = lm.labelled_window_logprobs(x[lo:lo + per], y[lo:lo + per]).reshape(
+                -1, lm.vocab_size)
             yy = y[lo:lo + per].reshape(-1)
             rows = np.arange(yy.size)
             ys.append(yy)
@@ -253,11 +257,12 @@ def encode_file(lm: LanguageModel, path, *, chunk_bytes: int | None = None,
                 max_bytes: int | None = None) -> np.ndarray:
     """Token ids of a UTF-8 text file, read and tokenised in blocks of about
     ``chunk_bytes`` (cut after a line end where there is one), so memory stays bounded
-    whatever the file: at most ``max_bytes`` are read (a larger file, or an endless one such
-    as ``/dev/zero``, is refused). Each block is checked as
+    whatever the file: at most ``max_bytes`` are read (a larger file is refused), and only
+    from a regular file (:func:`standarderror._checks.open_regular`: a FIFO or a device
+    such as ``/dev/zero`` is refused, never waited on). Each block is checked as
     :meth:`~standarderror.llm.interface.base.LanguageModel.check_text` checks text. Raises
     ``ValueError`` naming the file for bytes that are not UTF-8, NUL bytes (not a text
-    file), an empty file or one past the limit.
+    file), an empty file, one past the limit or one that is not a regular file.
 
     A token cannot straddle a block boundary; a large file therefore tokenises as the
     concatenation of its blocks (which differs from one call on the whole text only at the
@@ -265,14 +270,6 @@ def encode_file(lm: LanguageModel, path, *, chunk_bytes: int | None = None,
     chunk_bytes = int(chunk_bytes or CHUNK_BYTES)
     max_bytes = int(max_bytes or MAX_TEXT_BYTES)
     path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError as exc:
-        raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    if size > max_bytes:
-        raise ValueError(f"{path} holds {size:,} bytes, more than the {max_bytes:,} this "
-                         "measurement reads; pass a part of it (the windows need only count "
-                         "* size * (block + 1) tokens)")
     decoder = codecs.getincrementaldecoder("utf-8")("strict")
     parts, carry, read = [], "", 0
 
@@ -281,7 +278,12 @@ def encode_file(lm: LanguageModel, path, *, chunk_bytes: int | None = None,
         lm.check_text(piece, ids)
         parts.append(ids)
 
-    with open(path, "rb") as f:
+    with _checks.open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise ValueError(f"{path} holds {size:,} bytes, more than the {max_bytes:,} this "
+                             "measurement reads; pass a part of it (the windows need only "
+                             "count * size * (block + 1) tokens)")
         while True:
             raw = f.read(chunk_bytes)
             if raw and b"\0" in raw:

@@ -41,7 +41,7 @@ def conformal(lm: LanguageModel, *, count: int = 720, seed: int = 0, split_seed:
     from standarderror.uncertainty import coverage as cv
 
     _checks.positive_int(count, "count")
-    _checks.positive_int(draws, "draws")
+    _checks.draws(draws)
     if count < 2:
         raise ValueError(f"count must be at least 2 (a calibration and a test half), got {count}")
     if not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -94,6 +94,8 @@ def word_calibration(option_logits, y, *, bins: int = 10, seed: int = 0,
     from standarderror.uncertainty import calibration as cb
     from standarderror.uncertainty import coverage as cv
 
+    bins = _checks.bins(bins)
+    draws = _checks.draws(draws)
     p = cv.softmax_logits(np.asarray(option_logits, dtype=float))
     y = np.asarray(y)
     conf = p.max(axis=1)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -119,39 +120,62 @@ def figures(result: dict) -> dict:
 def write(result: dict, out) -> dict:
     """Write ``<task>.json`` and the PNG figures into ``out``; returns ``{kind: path}``.
 
-    Every file is written under a temporary name in ``out`` and renamed once all of them
-    are complete (the JSON last), so a failure part-way leaves no result behind, never a
-    complete-looking JSON beside a truncated figure. The JSON holds no NaN or infinity
-    (``null`` instead)."""
+    The whole result set is written into a temporary directory inside ``out`` first, then
+    each file is renamed into place (the figures, then the JSON); if any step fails, the
+    files already renamed are removed and the versions they replaced are put back, so
+    ``out`` holds either the complete new set or what it held before, never new figures
+    without their JSON or beside an old one. The files are created with the permissions
+    the user's umask gives (as any other tool's output). ``out`` must name a directory (an
+    empty name is refused: it would mean the working directory). The JSON holds no NaN or
+    infinity (``null`` instead)."""
     import matplotlib.pyplot as plt
 
+    if not str(out).strip():
+        raise ValueError(f"out must name a directory, got {str(out)!r}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    task = result["task"]
     text = json.dumps(to_json(result), indent=1, allow_nan=False)
-    final, temps = {}, []
+    stage = Path(tempfile.mkdtemp(prefix=f".{task}.", suffix=".part", dir=out))
     try:
-        for stem, fig in figures(result).items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".png.part", dir=out)
-            os.close(fd)
-            temps.append(tmp)
-            try:
-                fig.savefig(tmp, format="png")
-            finally:
+        figs = figures(result)
+        try:
+            for stem, fig in figs.items():
+                fig.savefig(stage / f"{stem}.png", format="png")
+        finally:
+            for fig in figs.values():
                 plt.close(fig)
-            final[stem] = (tmp, out / f"{stem}.png")
-        fd, tmp = tempfile.mkstemp(prefix=f".{result['task']}.", suffix=".json.part", dir=out)
-        temps.append(tmp)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        final = {"json": (tmp, out / f"{result['task']}.json"), **final}
-        for key in list(final)[1:] + ["json"]:  # figures first, the JSON last
-            os.replace(*final[key])
+        with open(stage / f"{task}.json", "w", encoding="utf-8") as fh:
+            fh.write(text)
+        names = {"json": f"{task}.json", **{stem: f"{stem}.png" for stem in figs}}
+        _install(stage, out, [names[k] for k in list(names)[1:] + ["json"]])
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    return {k: out / v for k, v in names.items()}
+
+
+def _install(stage: Path, out: Path, names: list) -> None:
+    """Rename ``stage/name`` to ``out/name`` for each name, in order, all or none: a file
+    that is replaced is kept in ``stage`` until every rename has succeeded, and on a failure
+    the renamed files are removed and the replaced ones put back."""
+    done = []  # (name, whether an old file was moved aside)
+    try:
+        for name in names:
+            old = os.path.lexists(out / name)
+            if old:
+                os.replace(out / name, stage / f"{name}.old")
+            done.append((name, old))
+            os.replace(stage / name, out / name)
     except BaseException:
-        for tmp in temps:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        for name, old in reversed(done):
+            try:
+                if (out / name).exists() and not (stage / name).exists():
+                    os.unlink(out / name)
+                if old:
+                    os.replace(stage / f"{name}.old", out / name)
+            except OSError:
+                pass
         raise
-    return {k: v[1] for k, v in final.items()}
 
 
 def summary(result: dict, width: int | None = None) -> str:

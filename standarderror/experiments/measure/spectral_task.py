@@ -39,9 +39,12 @@ def spectral(lm: LanguageModel, *, dev: int = 300, test: int = 1700, answers: in
         answers per test question), ``unterminated``, ``truncated``, ``seconds`` and the
         header.
     """
-    for name, v in (("dev", dev), ("test", test), ("answers", answers),
-                    ("max_tokens", max_tokens), ("fit_draws", fit_draws)):
+    for name, v in (("dev", dev), ("test", test), ("max_tokens", max_tokens),
+                    ("clusters", clusters)):
         _checks.positive_int(v, name)
+    _checks.answers(answers, "answers")
+    _checks.draws(fit_draws, "fit_draws")
+    _checks.bins(bins)
     if min(dev, test, answers) < 2:
         raise ValueError(f"dev, test and answers must each be at least 2, got {dev}, {test}, "
                          f"{answers}")

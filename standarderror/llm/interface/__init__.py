@@ -41,21 +41,30 @@ from __future__ import annotations
 from .base import MAX_ELEMENTS, OPTION_BLOCK, WORD, LanguageModel, first_word, one_word
 from .directory import (
     HUB_FILES,
+    MAX_CONFIG_BYTES,
+    MAX_FILE_BYTES,
+    MAX_HEADER_BYTES,
     MAX_LAYERS,
+    MAX_TENSORS,
     OTHER_WEIGHTS,
     PICKLED,
+    READ_FILES,
     TOKENIZER_FILES,
     _one_line,  # noqa: F401  (the command line's one-line errors import it from here)
     check_device,
     check_directory,
     hub_offline,
     resolve,
+    safetensors_header,
     safetensors_parameters,
+    weight_files,
 )
 from .hf import HFModel, load_model
 from .tiny_lm import TinyLM
 
 __all__ = ["WORD", "MAX_ELEMENTS", "OPTION_BLOCK", "one_word", "first_word", "LanguageModel", "TinyLM",
-           "PICKLED", "OTHER_WEIGHTS", "TOKENIZER_FILES", "HUB_FILES", "MAX_LAYERS",
-           "hub_offline", "check_device", "safetensors_parameters", "resolve",
-           "check_directory", "HFModel", "load_model"]
+           "PICKLED", "OTHER_WEIGHTS", "TOKENIZER_FILES", "HUB_FILES", "READ_FILES",
+           "MAX_LAYERS", "MAX_CONFIG_BYTES", "MAX_FILE_BYTES", "MAX_HEADER_BYTES",
+           "MAX_TENSORS", "hub_offline", "check_device", "safetensors_header",
+           "safetensors_parameters", "weight_files", "resolve", "check_directory",
+           "HFModel", "load_model"]

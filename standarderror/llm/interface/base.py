@@ -111,6 +111,14 @@ class LanguageModel:
                              "block")
         return x
 
+    def labelled_window_logprobs(self, ids, labels) -> np.ndarray:
+        """:meth:`window_logprobs` of windows whose next tokens are ``labels`` (same shape:
+        ``labels[:, t]`` follows position ``t``). A forward-pass backend computes every row
+        whole and ignores the labels; a backend that returns only some of each row (a
+        served model's top-k log-probabilities) scores the labels exactly and says what
+        the rest of the row approximates."""
+        return self.window_logprobs(ids)
+
     @torch.inference_mode()
     def next_token_logprobs(self, contexts) -> np.ndarray:
         """Float64 log-probabilities (n x vocab) of the token after each context (token id
@@ -192,6 +200,37 @@ class LanguageModel:
             ``logprob`` (n,), ``tokens`` (continuation tokens per pair), ``truncated``
             (contexts cut), ``merged`` (pairs whose boundary fell inside a token).
         """
+        seqs, starts, conts, truncated, merged = self.scored_pairs(contexts, continuations)
+        out = np.empty(len(seqs))
+        lengths = np.array([len(s) for s in seqs])
+        order = np.argsort(-lengths, kind="stable")
+        step = max(1, min(256, _rows_per_block(int(lengths.max()), self.vocab_size)))
+        for lo in range(0, len(order), step):
+            rows = order[lo:lo + step]
+            width = int(lengths[rows].max())
+            x = torch.zeros((len(rows), width), dtype=torch.long)
+            for r, i in enumerate(rows):
+                x[r, :lengths[i]] = torch.as_tensor(seqs[i])
+            z = self.logits(x)
+            # every continuation token's row at once: (pairs' tokens) x vocab
+            r_idx = np.concatenate([np.full(len(conts[i]), r) for r, i in enumerate(rows)])
+            p_idx = np.concatenate([starts[i] - 1 + np.arange(len(conts[i])) for i in rows])
+            tok = torch.as_tensor(np.concatenate([conts[i] for i in rows]))
+            lp = torch.log_softmax(z[torch.as_tensor(r_idx), torch.as_tensor(p_idx)]
+                                   .double().cpu(), dim=-1)
+            per_tok = lp.gather(1, tok[:, None])[:, 0].numpy()
+            bounds = np.r_[0, np.cumsum([len(conts[i]) for i in rows])[:-1]]
+            out[rows] = np.add.reduceat(per_tok, bounds)
+        return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
+                "truncated": int(truncated), "merged": int(merged)}
+
+    def scored_pairs(self, contexts, continuations):
+        """The token ids :meth:`continuation_logprob` scores, for each (context,
+        continuation) pair: ``(seqs, starts, conts, truncated, merged)``, where ``seqs[i]``
+        is the prefix, the context (cut from the left to fit the window) and the
+        continuation, ``starts[i]`` the index of the continuation's first token in it,
+        ``conts[i]`` the continuation's ids, and the counts of cut contexts and of pairs
+        whose boundary fell inside a token. Every backend scores these same tokens."""
         if len(contexts) != len(continuations):
             raise ValueError("contexts and continuations must have the same length")
         seqs, starts, conts = [], [], []
@@ -216,28 +255,7 @@ class LanguageModel:
             seqs.append(np.concatenate([ci, oi]))
             starts.append(len(ci))
             conts.append(oi)
-        out = np.empty(len(seqs))
-        lengths = np.array([len(s) for s in seqs])
-        order = np.argsort(-lengths, kind="stable")
-        step = max(1, min(256, _rows_per_block(int(lengths.max()), self.vocab_size)))
-        for lo in range(0, len(order), step):
-            rows = order[lo:lo + step]
-            width = int(lengths[rows].max())
-            x = torch.zeros((len(rows), width), dtype=torch.long)
-            for r, i in enumerate(rows):
-                x[r, :lengths[i]] = torch.as_tensor(seqs[i])
-            z = self.logits(x)
-            # every continuation token's row at once: (pairs' tokens) x vocab
-            r_idx = np.concatenate([np.full(len(conts[i]), r) for r, i in enumerate(rows)])
-            p_idx = np.concatenate([starts[i] - 1 + np.arange(len(conts[i])) for i in rows])
-            tok = torch.as_tensor(np.concatenate([conts[i] for i in rows]))
-            lp = torch.log_softmax(z[torch.as_tensor(r_idx), torch.as_tensor(p_idx)]
-                                   .double().cpu(), dim=-1)
-            per_tok = lp.gather(1, tok[:, None])[:, 0].numpy()
-            bounds = np.r_[0, np.cumsum([len(conts[i]) for i in rows])[:-1]]
-            out[rows] = np.add.reduceat(per_tok, bounds)
-        return {"logprob": out, "tokens": np.array([len(o) for o in conts]),
-                "truncated": int(truncated), "merged": int(merged)}
+        return seqs, starts, conts, int(truncated), int(merged)
 
     def option_logprobs(self, contexts, options, *, ends=None, progress=False) -> dict:
         r"""The one entry point for scoring ``k`` options after each of ``n`` contexts:
@@ -311,7 +329,7 @@ class LanguageModel:
             at ``max_tokens`` before ``stop`` ended them), ``truncated`` (contexts cut to
             fit the window).
         """
-        _checks.positive_int(m, "m")
+        _checks.answers(m)
         if not np.isfinite(temperature) or temperature < 0:
             raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
         _checks.positive_int(max_tokens, "max_tokens")

@@ -1,13 +1,17 @@
 """Any ``transformers`` causal LM behind the interface.
 
 :class:`HFModel` loads a directory only after :func:`~.directory.check_directory` has
-passed it, with ``trust_remote_code=False`` and ``use_safetensors=True``; :class:`_Head`
-computes its output projection in float32; :func:`load_model` picks the backend by name.
-``transformers`` is imported inside the calls, never at import time.
+passed it, with ``trust_remote_code=False`` and ``use_safetensors=True``, and only when
+every weight the architecture needs is in the checkpoint (none is left at its random
+initialisation); :class:`_Head` computes its output projection in float32;
+:func:`load_model` picks the backend by name. ``transformers`` is imported inside the
+calls, never at import time.
 """
 
 from __future__ import annotations
 
+import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +25,23 @@ from .directory import (
     check_directory,
     hub_offline,
     resolve,
-    safetensors_parameters,
+    rust_panic,
+    weight_tensors,
 )
 from .tiny_lm import TinyLM
+
+
+@contextmanager
+def _tokenizer_errors(name: str):
+    """Turn a panic of the tokenizers library (a ``BaseException``, e.g. its regex engine
+    giving up on a pre-tokenizer pattern that backtracks) into a one-line ``ValueError``."""
+    try:
+        yield
+    except BaseException as exc:
+        if not rust_panic(exc):
+            raise
+        raise ValueError(f"the tokenizer of {name} failed inside the tokenizers library: "
+                         f"{_one_line(exc)}") from None
 
 
 def _declared_parameters(path: Path) -> int:
@@ -113,9 +131,13 @@ class HFModel(LanguageModel):
 
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # no loading bars in notebooks and logs
+        verbosity = hf_logging.get_verbosity()
+        # transformers' load report is a table of many lines; what it reports (a missing
+        # weight) is refused below in one line
+        hf_logging.set_verbosity_error()
         try:
             with hub_offline(True):  # the files are local now: nothing needs the network
-                stored = sum(safetensors_parameters(w) for w in path.glob("*.safetensors"))
+                stored = sum(math.prod(shape) for _, shape in weight_tensors(path, cfg).values())
                 declared = _declared_parameters(path)
                 if declared > stored:
                     raise ValueError(
@@ -124,9 +146,16 @@ class HFModel(LanguageModel):
                         "config right?)")
                 self.tokenizer = AutoTokenizer.from_pretrained(
                     str(path), local_files_only=True, trust_remote_code=False)
-                model = AutoModelForCausalLM.from_pretrained(
+                model, loading = AutoModelForCausalLM.from_pretrained(
                     str(path), dtype=dtypes[dtype], local_files_only=True,
-                    trust_remote_code=False, use_safetensors=True)
+                    trust_remote_code=False, use_safetensors=True, output_loading_info=True)
+            missing = sorted(loading.get("missing_keys") or ())
+            if missing:
+                raise ValueError(
+                    f"{path}: the weights lack {len(missing)} tensor(s) the architecture "
+                    f"needs ({', '.join(k[:60] for k in missing[:3])}"
+                    f"{', ...' if len(missing) > 3 else ''}): transformers would initialise "
+                    "them at random (is the checkpoint complete, and the config its own?)")
         except ValueError as exc:
             if str(exc).startswith(str(path)):
                 raise
@@ -135,9 +164,15 @@ class HFModel(LanguageModel):
         except Exception as exc:  # untrusted files: any failure is a one-line refusal
             raise ValueError(f"{path}: transformers could not load it: "
                              f"{type(exc).__name__}: {_one_line(exc)}") from None
+        except BaseException as exc:  # a Rust extension's panic is a refusal too
+            if not rust_panic(exc):
+                raise
+            raise ValueError(f"{path}: transformers could not load it: "
+                             f"{type(exc).__name__}: {_one_line(exc)}") from None
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
+            hf_logging.set_verbosity(verbosity)
         self.model = model.to(device).eval()
         self.device = device
         config = model.config
@@ -161,10 +196,11 @@ class HFModel(LanguageModel):
                 break
         else:  # the head is deeper inside: full logits, cast to float32 after
             self._head = None
-        pieces = tok.convert_ids_to_tokens(list(range(min(len(tok), 4096))))
-        character_level = all(len(tok.convert_tokens_to_string([p])) <= 1 for p in pieces
-                              if p is not None and p not in tok.all_special_tokens)
-        probe = tok("a")["input_ids"]
+        with _tokenizer_errors(str(source)):
+            pieces = tok.convert_ids_to_tokens(list(range(min(len(tok), 4096))))
+            character_level = all(len(tok.convert_tokens_to_string([p])) <= 1 for p in pieces
+                                  if p is not None and p not in tok.all_special_tokens)
+            probe = tok("a")["input_ids"]
         prefix = [tok.bos_token_id] if (tok.bos_token_id is not None and probe
                                         and probe[0] == tok.bos_token_id) else []
         super().__init__(name=str(source), tokenizer_name=type(tok).__name__,
@@ -206,7 +242,8 @@ class HFModel(LanguageModel):
             self._head.rows = None
 
     def encode(self, text: str) -> np.ndarray:
-        ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        with _tokenizer_errors(self.name):
+            ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return np.asarray(ids, dtype=np.int64)
 
     def encode_many(self, texts) -> list[np.ndarray]:
@@ -215,12 +252,15 @@ class HFModel(LanguageModel):
         texts = list(texts)
         if not texts:
             return []
-        batch = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+        with _tokenizer_errors(self.name):
+            batch = self.tokenizer(texts, add_special_tokens=False,
+                                   verbose=False)["input_ids"]
         return [np.asarray(ids, dtype=np.int64) for ids in batch]
 
     def decode(self, ids) -> str:
-        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
-                                     clean_up_tokenization_spaces=False)
+        with _tokenizer_errors(self.name):
+            return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
+                                         clean_up_tokenization_spaces=False)
 
     def check_text(self, text: str, ids=None) -> None:
         """Raise if the tokenizer maps characters of ``text`` to its unknown token (naming
@@ -228,7 +268,8 @@ class HFModel(LanguageModel):
         ids = self.encode(text) if ids is None else np.asarray(ids)
         unk = self.tokenizer.unk_token_id
         if unk is not None and np.any(ids == unk):
-            vocab = self.tokenizer.get_vocab()
+            with _tokenizer_errors(self.name):
+                vocab = self.tokenizer.get_vocab()
             missing = sorted({ch for ch in set(text) if ch not in vocab
                               and unk in self.encode(ch)})
             raise ValueError(f"the tokenizer of {self.name} maps characters of the text to its "
