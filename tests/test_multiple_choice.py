@@ -11,6 +11,7 @@ import torch
 from standarderror.experiments import multiple_choice as mc
 from standarderror.llm import tiny
 from standarderror.uncertainty import coverage as cv
+from standarderror.uncertainty.ranks import kendall_tau
 
 
 @pytest.fixture(scope="module")
@@ -148,3 +149,25 @@ def test_family_scores_do_not_depend_on_how_many_checkpoints_run_side_by_side(mo
         fam = mc.family(count=24, steps=[400, 1600, 3200])
         got[workers] = (fam["logits"].tobytes(), fam["prefix_logits"].tobytes(), fam["sha256"])
     assert got[1] == got[3]
+
+
+def test_split_control_averages_and_halves():
+    # a synthetic family: checkpoint j's logits sharpen with j, so both scores shrink with j
+    rng = np.random.default_rng(0)
+    n, k = 200, 6
+    y = rng.integers(0, k, n)
+    base = rng.normal(size=(n, k))
+    base[np.arange(n), y] += 1.0
+    fam = {"logits": np.stack([base * (0.5 + j) for j in range(4)]), "y": y}
+    ctrl = mc.split_control(fam, splits=6, seed=1)
+    assert ctrl["sizes"]["lac"].shape == ctrl["sizes"]["aps"].shape == (6, 4)
+    for i in range(6):   # each split's own tau is the tau of that split's sizes
+        assert ctrl["within"][i] == kendall_tau(ctrl["sizes"]["lac"][i],
+                                                ctrl["sizes"]["aps"][i])["tau"]
+    mean = {s: v.mean(axis=0) for s, v in ctrl["sizes"].items()}
+    assert ctrl["averaged"] == kendall_tau(mean["lac"], mean["aps"])
+    for s, v in ctrl["sizes"].items():
+        assert ctrl["halves"][s] == kendall_tau(v[:3].mean(axis=0), v[3:].mean(axis=0))
+    # seeded: the same seed draws the same halvings and gives the same sizes
+    again = mc.split_control(fam, splits=6, seed=1)
+    np.testing.assert_array_equal(again["sizes"]["aps"], ctrl["sizes"]["aps"])

@@ -44,12 +44,12 @@ def data():
 def ref_eig(e, arithmetic):
     """``e``: one question's unit rows as the package normalises them (null-space round-off
     changes with the last bit of the input, so the reference starts from the same rows)."""
-    dt = np.float64 if arithmetic == "float64-abs" else np.float32
+    dt = np.float64 if arithmetic.startswith("float64") else np.float32
     e = e.astype(dt)
     with threadpool_limits(1):  # round-off in the null space depends on BLAS blocking
         w, u = np.linalg.eigh((e.T @ e) / dt(len(e)))
     w = w.astype(float)
-    w = np.clip(w, 0, None) if arithmetic == "float32-clip" else np.abs(w)
+    w = np.clip(w, 0, None) if arithmetic.endswith("-clip") else np.abs(w)
     return w, u
 
 
@@ -74,7 +74,7 @@ def ref_entropy(e, t, arithmetic):
     return float(-np.sum(mu * np.log(mu)))
 
 
-@pytest.mark.parametrize("arithmetic", ["authors", "float64-abs", "float32-clip"])
+@pytest.mark.parametrize("arithmetic", ["authors", "float64-abs", "float32-clip", "float64-clip"])
 @pytest.mark.parametrize("t", [0.5, 1.0, 2.0, 5.01])
 def test_dense_arithmetic_matches_plain_reference(data, arithmetic, t):
     a, y = data
@@ -542,3 +542,26 @@ def test_the_authors_eigenvalues_are_the_dense_spectrum_scaled(data):
                                scaled / scaled.sum(1, keepdims=True), rtol=1e-9)
     exact = sp.eigenvalues(a)
     np.testing.assert_allclose(one[:, :exact.shape[1]], exact, atol=1e-6)
+
+
+def test_the_authors_quantile_bins_put_a_value_on_an_edge_in_the_bin_below():
+    from standarderror.spectral.diagrams import _quantile_bins
+
+    # edges: quantiles 0, 0.5, 1 = 0.1, 0.2, 0.4; the tied values 0.2 sit on the inner edge
+    got = _quantile_bins(np.array([0.1, 0.2, 0.2, 0.3, 0.4]), 2)
+    assert [g.tolist() for g in got] == [[0, 1, 2], [3, 4]]
+
+
+def test_the_authors_bin_without_clusters_has_target_zero_and_counts(data):
+    """Eight questions in two bins of four, four clusters each: every cluster is a singleton,
+    so the authors' variant drops them all; each bin's target is 0 and its whole predicted
+    value is its gap. Ours, asked to drop singletons too, leaves no bin with a target: an
+    error, not a NaN."""
+    a, y = data
+    a, y = a[:8], y[:8]
+    got = sp.reliability(a, y, 1.0, bins=2, clusters=4, variant="authors", binning="split")
+    assert got["target"].tolist() == [0.0, 0.0]
+    assert got["ece"] == pytest.approx(float(got["count"] @ got["predicted"]) / 8, rel=1e-12)
+    with pytest.raises(ValueError, match="no bin keeps a cluster of at least min_cluster=2"):
+        sp.reliability(a, y, 1.0, bins=2, clusters=4, min_cluster=2)
+

@@ -320,7 +320,7 @@ def overshoot(fam: dict, *, splits: int = 100, seed: int = 3, alpha: float = 0.1
         textbook APS threshold is one; ``saturated`` (checkpoints): the share of questions
         whose float32 top probability is exactly 1.0; ``steps``.
     """
-    splits = _checks.positive_int(splits, "splits")
+    splits = _checks.draws(splits, "splits")
     z, y = fam["logits"], fam["y"]
     n, c = len(y), z.shape[0]
     rng = np.random.default_rng(seed)
@@ -423,13 +423,22 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
     hold tau between consecutive splits under one score (the data change, the score does
     not). If the scores' disagreement were only split noise, the two would look alike.
 
+    Averaging each checkpoint's size over the splits shrinks the split noise: ``averaged``
+    compares the rankings of the split-averaged sizes, and ``halves`` compares one score's
+    average over the first ``splits // 2`` splits with its average over the rest (how far an
+    average of that many splits still moves).
+
     Returns
     -------
     dict
         ``within``, ``across_lac``, ``across_aps`` (arrays of tau), ``discordant_within``
-        (discordant pairs per split), ``pairs``.
+        (discordant pairs per split), ``pairs``; ``sizes``: ``{score: array}`` of mean sizes,
+        splits x checkpoints; ``averaged``: :func:`~standarderror.uncertainty.ranks.kendall_tau`
+        of the LAC and the APS sizes averaged over all splits; ``halves``: ``{score:
+        kendall_tau}`` of that score's average over the first half of the splits against its
+        average over the second half.
     """
-    splits = _checks.positive_int(splits, "splits")
+    splits = _checks.draws(splits, "splits")
     _checks.choice(rule, "rule", RULES)
     if splits < 2:
         raise ValueError(f"splits must be at least 2 (consecutive splits are compared), got {splits}")
@@ -449,5 +458,11 @@ def split_control(fam: dict, *, splits: int = 20, seed: int = 2, alpha: float = 
         disc.append(k["discordant"])
     across = {s: np.array([kendall_tau(a, b)["tau"] for a, b in zip(v[:-1], v[1:])])
               for s, v in sizes.items()}
+    sizes = {s: np.array(v) for s, v in sizes.items()}
+    h = splits // 2
     return {"within": np.array(within), "across_lac": across["lac"], "across_aps": across["aps"],
-            "discordant_within": np.array(disc), "pairs": z.shape[0] * (z.shape[0] - 1) // 2}
+            "discordant_within": np.array(disc), "pairs": z.shape[0] * (z.shape[0] - 1) // 2,
+            "sizes": sizes,
+            "averaged": kendall_tau(sizes["lac"].mean(axis=0), sizes["aps"].mean(axis=0)),
+            "halves": {s: kendall_tau(v[:h].mean(axis=0), v[h:].mean(axis=0))
+                       for s, v in sizes.items()}}

@@ -65,9 +65,10 @@ explicit options (the defaults stay exact):
   to exact zeros: their code, not the paper's sentence about zero eigenvalues, produced their
   numbers), and the entropy is :math:`-\sum_k \mu_k\log\mu_k` with :math:`0\log 0 = 0` and
   no floor. The fitted temperature is the argmin over :data:`AUTHORS_GRID` (log-spaced).
-  Two halves of that recipe are available separately: ``"float64-abs"`` (float64
-  decomposition, absolute values) and ``"float32-clip"`` (float32 decomposition, negative
-  eigenvalues set to zero); both use the same floor.
+  Three variations of that recipe separate its two halves: ``"float64-abs"`` (float64
+  decomposition, absolute values), ``"float32-clip"`` (float32 decomposition, negative
+  eigenvalues set to zero) and ``"float64-clip"`` (neither half: float64, negative
+  eigenvalues set to zero); all use the same floor.
 * ``variant="authors"`` (:func:`reliability`, :func:`calibration_error`, :func:`auroc`,
   :func:`kernel_language_entropy`): the conventions of their Algorithm 1, Cal_S, AUROC and KLE
   (see each function).

@@ -21,7 +21,7 @@ ZERO = 1e-12
 #: The paper's replacement for zero eigenvalues inside the logarithm.
 EPS = 1e-10
 #: The arithmetics of the per-question quantities: ours, and the authors' with its two halves.
-ARITHMETICS = ("exact", "authors", "float64-abs", "float32-clip")
+ARITHMETICS = ("exact", "authors", "float64-abs", "float32-clip", "float64-clip")
 #: Rough working-memory budget (bytes) for one chunk of questions.
 _CHUNK_BYTES = 1 << 25
 
@@ -235,10 +235,11 @@ def _eps(eps) -> float:
     return _open_unit(eps, "eps")
 
 
-def _count(v, name: str, low: int = 1) -> int:
+def _count(v, name: str, low: int = 1, high: int | None = None) -> int:
+    """An integer of at least ``low`` and, with ``high``, at most ``high``."""
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {v!r}")
-    return int(v)
+    return int(v) if high is None else _checks.at_most(int(v), name, high)
 
 
 def _chunk(m: int, d: int) -> int:

@@ -71,11 +71,12 @@ def _dense_raw(a: np.ndarray, y: np.ndarray | None, precision: str) -> dict:
 
 def _dense(a: np.ndarray, y: np.ndarray | None, arithmetic: str) -> dict:
     """Eigenvalues (n, d) and squared projections under one of the authors' arithmetics:
-    ``"authors"`` float32 + absolute value, ``"float64-abs"``, ``"float32-clip"``."""
-    precision = "float64" if arithmetic == "float64-abs" else "float32"
+    ``"authors"`` float32 + absolute value, ``"float64-abs"``, ``"float32-clip"``,
+    ``"float64-clip"`` (negative eigenvalues set to zero)."""
+    precision = "float64" if arithmetic.startswith("float64") else "float32"
     raw = _dense_raw(a, y, precision)
     w = raw["w"]
-    lam = np.clip(w, 0.0, None) if arithmetic == "float32-clip" else np.abs(w)
+    lam = np.clip(w, 0.0, None) if arithmetic.endswith("-clip") else np.abs(w)
     return {"lam": lam, "proj": raw["proj"], "dense": True}
 
 

@@ -59,10 +59,11 @@ def naive_reliability(answers, targets, temperature: float = 1.0, bins: int = 8)
 
 def _quantile_bins(values: np.ndarray, bins: int) -> list[np.ndarray]:
     """The authors' bins: equal-mass edges from :func:`numpy.quantile`, duplicate edges merged
-    with :func:`numpy.unique`, values assigned with :func:`numpy.digitize` on the inner edges
-    (so tied values share a bin, and fewer than ``bins`` bins may remain)."""
+    with :func:`numpy.unique`, values assigned with ``numpy.digitize(..., right=True)`` on the
+    inner edges (a value equal to an edge joins the bin below it; tied values share a bin, and
+    fewer than ``bins`` bins may remain)."""
     edges = np.unique(np.quantile(values, np.linspace(0.0, 1.0, bins + 1)))
-    idx = np.digitize(values, edges[1:-1])
+    idx = np.digitize(values, edges[1:-1], right=True)
     return [np.flatnonzero(idx == b) for b in range(len(edges) - 1) if np.any(idx == b)]
 
 
@@ -82,14 +83,16 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
        targets (``weighting="uniform"``, as written in Algorithm 1, or ``"size"``, weighting each
        cluster by its number of questions).
 
-    ``variant="ours"`` and ``variant="authors"`` differ in four places, each of which can be
-    set on its own (``None`` follows the variant):
+    ``variant="ours"`` and ``variant="authors"`` differ in four places that can each be set on
+    their own (``None`` follows the variant), and in the target of a bin left without clusters
+    (below):
 
     ================ ===================================== ==========================================
     option           ours                                  authors'
     ================ ===================================== ==========================================
     ``binning``      ``"split"``: sorted, ``array_split``  ``"quantile"``: ``np.quantile`` edges,
-                     (ties split by question order)        ``np.unique``, ``np.digitize`` (ties share)
+                     (ties split by question order)        ``np.unique``, ``np.digitize`` with
+                                                           ``right=True`` (ties share)
     ``distance``     ``"cosine"``: ``1 - similarity``      ``"rows"``: Euclidean between rows of the
                                                            similarity matrix (``pdist``)
     ``cluster_on``   ``"scaled"`` matrices                 ``"unscaled"`` (T = 1) matrices
@@ -97,8 +100,9 @@ def reliability(answers, targets, temperature: float = 1.0, bins: int = 8, clust
     ================ ===================================== ==========================================
 
     With the authors' variant a bin may hold fewer questions than ``clusters`` (then it gets one
-    cluster per question), and a bin whose clusters are all dropped has no target (NaN) and is
-    left out of the ECE.
+    cluster per question). A bin whose clusters are all dropped has target 0 with
+    ``variant="authors"``, as their code gives it (the bin counts in the ECE with its whole
+    predicted value as gap); otherwise it has no target (NaN) and is left out of the ECE.
 
     Returns
     -------
@@ -182,7 +186,7 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
                 kept = sc >= low
                 pred.append(top[g].mean())
                 if not kept.any():
-                    targ.append(np.nan)
+                    targ.append(0.0 if authors else np.nan)
                 elif weighting == "uniform":
                     targ.append(tc[kept].mean())
                 else:
@@ -193,6 +197,10 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
         for k, (pred, targ, ctargets, csizes, pair_c, pair_b) in per_k.items():
             pred, targ = np.array(pred), np.array(targ)
             has = np.isfinite(targ)
+            if not has.any():
+                raise ValueError(f"no bin keeps a cluster of at least min_cluster={low} "
+                                 f"matrices (bins={b}, clusters={k}): lower min_cluster or "
+                                 "clusters")
             out[b, k] = {
                 "predicted": pred, "target": targ, "count": count,
                 "ece": float(count[has] @ np.abs(pred[has] - targ[has]) / count[has].sum()),

@@ -273,7 +273,7 @@ def _bootstrap_fits(answers, targets, *, bootstrap, seed, grid, eps, arithmetic)
     y = _targets(targets, n, d)
     e = _eps(eps)
     ar = _arithmetic(arithmetic)
-    nb = _count(bootstrap, "bootstrap", low=2)
+    nb = _count(bootstrap, "bootstrap", low=2, high=_checks.MAX_DRAWS)
     gr = _INTERVAL_GRID if grid is None else np.atleast_1d(
         _checks.array(grid, "grid", ndim=None)).astype(float)
     if gr.ndim != 1:
