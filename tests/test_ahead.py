@@ -29,7 +29,7 @@ from standarderror.book import pin
 start = time.time()
 time.sleep(SLEEP)
 print(json.dumps({"start": start, "end": time.time(), "wait": os.environ.get("OMP_WAIT_POLICY")}))
-pin("answer", 0.25)
+pin("answer", sum([0.125, 0.125]))  # computed, as a pinned value must be
 ```
 
 The answer is {pin}`answer=0.25`.

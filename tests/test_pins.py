@@ -157,7 +157,13 @@ def test_setting_phrases_are_whitespace_insensitive_and_whole():
 
 
 def _doctree(rst):
+    """A reST document's doctree, with the ``pin`` role of the scan's command line."""
     from docutils.core import publish_doctree
+    from docutils.parsers.rst import roles
+
+    from standarderror.sphinxext.pins import scan_only_pin_role
+
+    roles.register_local_role("pin", scan_only_pin_role)
     return publish_doctree(rst, settings_overrides={"report_level": 5})
 
 
@@ -190,10 +196,11 @@ cell   9
     found = {(f.number, f.kind) for f in scan(tree, ["Title 1"])}
     assert found == {("1", "prose"), ("0.25", "prose"), ("0.75", "math"), ("7", "prose"),
                      ("8", "prose"), ("9", "prose"), ("10", "alt"), ("11", "caption"),
-                     ("0.125", "math")}                            # display maths too
+                     ("0.125", "math"),                            # display maths too
+                     ("x.png", "picture")}      # a picture the build did not draw, uncited
     c = counts(scan(tree, ["Title 1"]))
-    assert c == {"found": 9, "pinned": 0, "declared": 1, "quoted": 0, "recorded": 0,
-                 "computed": 0, "bare": 8}
+    assert c == {"found": 10, "pinned": 0, "declared": 1, "quoted": 0, "recorded": 0,
+                 "computed": 0, "bare": 9}
 
 
 def test_a_box_titled_quoted_holds_another_works_numbers_and_only_that_box():
@@ -230,8 +237,8 @@ PAGE = FRONT + """
 import os
 from standarderror.book import pin
 temperatures = (1, 2)
-pin(share=float(os.environ.get("SE_TEST_VALUE", "0.2254")), count=24576)
-pin("gap", -0.00012)
+pin(share=float(os.environ.get("SE_TEST_VALUE", "0.2254")), count=len("x" * 24576))
+pin("gap", -1.2e-4 * len(temperatures) / 2)
 ```
 
 The share is {pin}`share=SHARE`, of {pin}`count=24,576` predictions; the gap {pin}`gap=-0.0001`.
@@ -244,12 +251,13 @@ At T = 2, as in ICML 2017, nothing moves; `float32 0.3`, GPT-2 and $x_1$ are no 
 :  figure:
 :    caption: "CAPTION"
 :    name: fig-share
-import base64
-from IPython.display import Image
-Image(data=base64.b64decode("PNG"))
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(1, 1))
+ax.plot(temperatures)
+plt.show()
 ```
 EXTRA
-""".replace("PNG", PNG)
+"""
 
 SYLLABUS = """# Syllabus
 
@@ -276,7 +284,8 @@ def stale_notebook(value: float) -> str:
 
 def build(tmp_path, *, share="22.5%", alt="A flat line; the grid stops at T = 2.",
           caption="The share, {pin}`share=22.5%`, at T = 2.", extra="", syllabus_share="22.5%",
-          syllabus_extra="", stale=False, strict=True, pages=None):
+          syllabus_extra="", stale=False, strict=True, pages=None, edit_config=None,
+          edit_toc=None):
     book = tmp_path / "book"
     (book / "book").mkdir(parents=True)
     (book / "lectures").mkdir()
@@ -295,7 +304,9 @@ def build(tmp_path, *, share="22.5%", alt="A flat line; the grid stops at T = 2.
     for name, text in (pages or {}).items():
         (book / "lectures" / name).write_text(text)
         toc += f"  - file: lectures/{name.rsplit('.', 1)[0]}\n"
-    (book / "_toc.yml").write_text(toc)
+    (book / "_toc.yml").write_text(edit_toc(toc) if edit_toc else toc)
+    if edit_config:
+        (book / "_config.yml").write_text(edit_config((book / "_config.yml").read_text()))
     return jupyter_book(book, strict=strict)
 
 
@@ -315,15 +326,27 @@ def test_pinned_declared_and_cross_page_quotes_build(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     html = (tmp_path / "book" / "_build" / "html" / "lectures" / "page.html").read_text()
     assert '<span class="pin">22.5%</span>' in html
+    assert (tmp_path / "book" / "_build" / "html" / "book" / "syllabus.html").is_file()
     assert "The share, <span class=\"pin\">22.5%</span>, at T = 2." in html   # the caption
     syllabus = (tmp_path / "book" / "_build" / "html" / "book" / "syllabus.html").read_text()
     assert '<span class="pin">24,576</span>' in syllabus
     # Hole 1: the package (here: an environment variable the code reads) changes and the book
     # is built again the plain way, without --all. Sphinx sees no changed source; the check
     # makes it read, and so execute, every page again, and the drift fails the build.
+    # A page dropped from _toc.yml leaves no page of an earlier build behind in the output
+    # after a plain build.
+    html_dir = tmp_path / "book" / "_build" / "html"
+    toc = tmp_path / "book" / "_toc.yml"
+    toc.write_text(toc.read_text().replace("chapters:\n  - file: book/syllabus\n", ""))
+    r = jupyter_book(tmp_path / "book", strict=False, every=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert (html_dir / "lectures" / "page.html").is_file()
+    assert not (html_dir / "book" / "syllabus.html").exists()
     r = jupyter_book(tmp_path / "book", strict=False, every=False, env={"SE_TEST_VALUE": "0.31"})
     assert r.returncode != 0, r.stdout[-3000:]
     assert "quantity 'share': quoted 22.5%, computed 31.0%" in _problems(r)
+    # the failed build leaves no page with the wrong number on disk
+    assert not (html_dir / "lectures" / "page.html").exists()
 
 
 def _problems(r) -> str:
@@ -512,7 +535,6 @@ def test_quotes_with_a_significant_digit_pass(quoted, value):
 
 def test_scan_reads_display_maths_percentages_html_attributes_abbreviations_and_boxes():
     tree = _doctree("""
-.. role:: pin
 .. role:: abbr(abbreviation)
 
 Inline :math:`55\\%` and :math:`x_2`.
@@ -768,3 +790,210 @@ def test_table_lays_out_markdown_and_refuses_ragged_rows(monkeypatch):
         table([(1, 2), (3,)], ["a", "b"])
     with pytest.raises(ValueError, match="header"):
         table([], [])
+
+
+# ------------------------------------------------------------------------------------------
+# Fourth round: numbers a reader sees that the build did not check. Fast: the rules.
+# ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text, why", [
+    ("gap \u2212 [0.012] here", "the sign '\u2212'"),               # a space after the minus
+    ("gap \u2212\u200b[0.012] here", "an invisible character"),     # a zero-width space
+    ("gap\u2013[0.012]", "an en dash glued"),
+    ("gap \u2012[0.012]", "the sign '\u2012'"),                     # figure dash
+    ("gap \uff0d[0.012]", "the sign '\uff0d'"),                     # full-width hyphen-minus
+    ("gap \ufe63[0.012]", "the sign '\ufe63'"),                     # small hyphen-minus
+    ("share [0.3]\uff05", "% glued"), ("share [0.3] \ufe6a", "% glued"),
+    ("share [0.3]\u066a", "% glued"), ("share [0.3]\u2031", "% glued"),
+    ("(\u202e[0.3])", "an invisible character"),                    # a bidirectional override
+])
+def test_signs_and_percent_signs_around_a_pin_are_refused(text, why):
+    from standarderror.sphinxext.numbers.scanner import pin_neighbour_problem
+
+    a, b = text.index("["), text.index("]") - 1
+    assert why in pin_neighbour_problem(text.replace("[", "").replace("]", ""), a, b)
+
+
+@pytest.mark.parametrize("text", ["0.97\u2013[1.00]", "the gap \u2014 [0.3] \u2014 is",
+                                  "a [64]-character window", "(of [0.3])", "of [0.3], and"])
+def test_ranges_dashes_and_punctuation_around_a_pin_pass(text):
+    from standarderror.sphinxext.numbers.scanner import pin_neighbour_problem
+
+    a, b = text.index("["), text.index("]") - 1
+    assert pin_neighbour_problem(text.replace("[", "").replace("]", ""), a, b) == ""
+
+
+@pytest.mark.parametrize("phrase", ["in Table 2, 0.0125", "2013 correct answers",
+                                    "Table 3 \u2013 41%", "Table 2, 41 questions"])
+def test_labels_and_years_declare_only_labels_and_years(phrase):
+    assert declaration_problems([phrase], set())
+
+
+@pytest.mark.parametrize("phrase", ["ICML 2017", "Lamb et al. (2025)", "rows 3, 9 and 41",
+                                    "Tables 3\u20135", "Figure 3.2", "in March 2024"])
+def test_real_labels_and_years_still_pass(phrase):
+    assert not declaration_problems([phrase], set())
+
+
+def test_a_plot_style_keyword_declares_nothing():
+    literals, _ = code_literals(["ax.plot(x, y, alpha=0.5, lw=2)\n"
+                                 "sets = conformal(p, alpha=0.1)\nax.axhline(0.9)"])
+    assert literals == {0.1, 0.9}
+    assert declaration_problems(["an accuracy of about 0.5"], literals)
+
+
+@pytest.mark.parametrize("text, found", [
+    ("it doubles the ECE", "doubles the"), ("halves the error", "halves the"),
+    ("an order of magnitude smaller", "order of magnitude"), ("a tenfold drop", "tenfold"),
+    ("nine in ten answers", "nine in ten"), ("half the questions are right", "half the"),
+    ("a third of the data", "a third of the"), ("misses more than half of the risk", "half of the"),
+])
+def test_measured_ratios_in_words_are_found(text, found):
+    assert [t.text for t in word_numbers(text)] == [found]
+
+
+@pytest.mark.parametrize("text", [
+    "we calibrate on half of the windows", "each time on a random half of the windows",
+    "one half of the windows", "tested on the other half of the", "doubles every logit",
+    "random halves of the 160 windows", "double precision"])
+def test_splits_and_exact_operations_in_words_pass(text):
+    assert word_numbers(text) == []
+
+
+@pytest.mark.parametrize("quoted, value", [
+    ("1", 0.96), ("1.0", 0.951), ("1.00", 0.9951), ("0.99", 0.9951), ("100.0%", 0.9996),
+    ("99%", 0.9951), ("-1.0", -0.96), ("0.9", 0.93)])
+def test_a_rounding_to_the_bound_one_is_refused(quoted, value):
+    from standarderror.sphinxext.pins import bound_problem
+
+    assert check_quote(quoted, value)[0]            # it rounds right ...
+    assert "bound 1" in bound_problem(quoted, value)  # ... and hides the distance to 1
+
+
+@pytest.mark.parametrize("quoted, value", [
+    ("0.995", 0.9951), ("0.96", 0.96), ("1.00", 1.0035), ("1.00", 0.9999999999999999),
+    ("99.5%", 0.9951), ("0.7", 0.7168), ("+0.0001", 0.000116), ("1", 1)])
+def test_honest_quotes_near_and_far_from_one_pass(quoted, value):
+    from standarderror.sphinxext.pins import bound_problem
+
+    assert bound_problem(quoted, value) is None
+
+
+def test_a_pinned_literal_is_found_through_names_and_conversions():
+    from standarderror.sphinxext.numbers import literal_pin_problems, literal_pins
+
+    code = ["acc = 0.5466\npin('acc', acc)\npin(b=0.5466, c=-2, d=float(0.3))\n"
+            "x = 1\nx = f(x)\npin('x', x)\nfor t in (1, 2):\n    pin(f't{t}', t)\n"
+            "pin('e', compute(0.5))\nT = 2\npin(t=T)"]
+    assert literal_pins(code) == {"acc": 0.5466, "b": 0.5466, "c": -2.0, "d": 0.3, "t": 2.0}
+    problems = literal_pin_problems(code, ["T = 2"])      # a declared setting may be pinned
+    assert [p.split()[0] for p in problems] == ["'acc'", "'b'", "'d'"]   # c=-2 is T = 2's 2
+    assert "'acc' pins 0.5466, a number typed in the code" in problems[0]
+
+
+def test_text_the_configuration_shows_on_every_page_is_scanned():
+    from types import SimpleNamespace
+
+    from sphinx_external_toc.parsing import parse_toc_yaml
+
+    from standarderror.sphinxext.numbers.configtext import config_findings
+
+    config = SimpleNamespace(html_title="ECE 0.9", project="p", author="a",
+                             html_show_copyright=False, copyright="2026",
+                             html_theme_options={"announcement": "<b>ECE 0.012</b> at T = 1",
+                                                 "extra_footer": "AUROC 0.87"})
+    found = {(where, f.number, f.cls) for where, f in config_findings(config, None, ["T = 1"])}
+    assert found == {("title", "0.9", "bare"), ("html.announcement", "0.012", "bare"),
+                     ("html.announcement", "1", "declared"), ("html.extra_footer", "0.87", "bare")}
+    found = {(where, f.number) for where, f in config_findings(
+        SimpleNamespace(), parse_toc_yaml(ROOT / "_toc.yml"), [])}
+    assert found == set()                                 # the book's own table of contents
+
+
+# ------------------------------------------------------------------------------------------
+# Fourth round, the real build: each of these built before; each fails it now, named.
+# ------------------------------------------------------------------------------------------
+
+ROUND4 = front('mystnb:\n  execution_timeout: 60\nsettings:\n  - "in Table 2, 0.0125"\n'
+               '  - "2013 correct answers"\n  - "Table 3 \u2013 41%"\n'
+               '  - "an accuracy of about 0.5"\n') + """
+# Round four
+
+```{code-cell} ipython3
+import matplotlib.pyplot as plt
+import numpy as np
+from standarderror.book import pin
+zero = np.zeros(1).sum()
+fig, ax = plt.subplots()
+ax.plot([0, 1], [0, 1], alpha=0.5)
+plt.close(fig)
+acc = 0.5466
+pin("acc", acc)
+pin(auroc=0.96 + zero, cover=0.9951 + zero, gain=0.012 + zero, share=0.003 + zero)
+```
+
+A typed accuracy {pin}`acc=0.5466`. An AUROC of {pin}`auroc=1`, a coverage of
+{pin}`cover=1.00`. Signs: gap \u2212 {pin}`gain=0.012`, \u2212\u200b{pin}`gain=0.012`,
+x\u2013{pin}`gain=0.012`, \u2012{pin}`gain=0.012`, \uff0d{pin}`gain=0.012`,
+\ufe63{pin}`gain=0.012`. Shares {pin}`share=0.003`\uff05, {pin}`share=0.003`\ufe6a,
+{pin}`share=0.003`\u066a and {pin}`share=0.003`\u2031.
+
+In Table 2, 0.0125; 2013 correct answers; Table 3 \u2013 41%; an accuracy of about 0.5.
+
+It doubles the ECE, an order of magnitude smaller, tenfold, nine in ten, half the
+questions, a third of the data.
+"""
+
+
+def _round4_config(text: str) -> str:
+    text = text.replace('title: "Uncertainty for Language Models, Taught Through What Breaks"',
+                        'title: "Uncertainty at 0.96"')
+    return text.replace("html:\n", 'html:\n  announcement: "ECE <b>0.012</b> here"\n'
+                                   '  extra_footer: "AUROC 0.87"\n', 1)
+
+
+def _round4_toc(text: str) -> str:
+    return ("format: jb-book\nroot: lectures/page\nparts:\n  - caption: Part 0.91\n"
+            "    chapters:\n      - file: book/syllabus\n        title: Syllabus 0.77\n"
+            "      - file: lectures/round4\n")
+
+
+@pytest.mark.slow
+def test_the_fourth_rounds_holes_fail_the_build(tmp_path):
+    r = build(tmp_path, strict=False, pages={"round4.md": ROUND4},
+              edit_config=_round4_config, edit_toc=_round4_toc)
+    assert r.returncode != 0
+    problems = _problems(r)
+    expected = [
+        # 1: a pinned literal
+        "'acc' pins 0.5466, a number typed in the code",
+        # 2: a rounding to the bound 1
+        "quantity 'auroc': quoted 1 hides how far the value",
+        "quantity 'cover': quoted 1.00 hides how far the value",
+        # 5: declarations a label word, a comma, a year or a plot's alpha made pass
+        "setting 'in Table 2, 0.0125': 0.0125 is neither",
+        "setting '2013 correct answers': 2013 is neither",
+        "setting 'Table 3 \u2013 41%': 41% is neither",
+        "setting 'an accuracy of about 0.5': 0.5 is neither",
+        # 7: signs and percent signs around a pin
+        "(the sign '\u2212' before it reads as the quote's sign)",
+        "(an invisible character next to it",
+        "(an en dash glued before it reads as a minus sign)",
+        "(the sign '\u2012' before it", "(the sign '\uff0d' before it",
+        "(the sign '\ufe63' before it",
+        # 8: config text shown on every page, and ratios in words
+        "number (html.announcement): bare number 0.012",
+        "number (html.extra_footer): bare number 0.87",
+        "number (title): bare number 0.96",
+        "number (_toc.yml caption under lectures/page): bare number 0.91",
+        "number (_toc.yml entry book/syllabus title): bare number 0.77",
+        "a measured number in words ('doubles the')",
+        "a measured number in words ('order of magnitude')",
+        "a measured number in words ('tenfold')",
+        "a measured number in words ('nine in ten')",
+        "a measured number in words ('half the')",
+        "a measured number in words ('a third of the')",
+    ]
+    missing = [e for e in expected if e not in problems]
+    assert not missing, (missing, problems[-6000:])
+    assert problems.count("characters glued to the pinned quote '0.003'") >= 4

@@ -203,7 +203,8 @@ NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.ahead",
               "standarderror.sphinxext.numbers", "standarderror.sphinxext.pins",
               "standarderror.sphinxext.site",
               *(f"standarderror.sphinxext.numbers.{m}"
-                for m in ("tokenizer", "settings", "doctree", "scanner", "cli"))}
+                for m in ("tokenizer", "settings", "doctree", "scanner", "cli", "configtext",
+                          "boxes", "pictures", "codetext"))}
 
 
 def public_modules() -> list[str]:

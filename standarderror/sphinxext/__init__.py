@@ -15,6 +15,8 @@ Every problem is reported with the page and line, and the build then fails:
   nonce to the kernels it starts and ``pin()`` stores it with the value, so stored outputs (a
   page with ``execution_mode: "off"``, a stored ``.ipynb``, a cache) are refused;
 * the page pinned a value that its own prose never quotes (a computed value nobody checks);
+* the value is typed in the code, not computed (a literal, a conversion of one, or a name
+  bound only to one), and no setting phrase of the page declares it;
 * the role's text is malformed (not ``name=number``).
 
 **Numbers.** After each page is read, :func:`standarderror.sphinxext.numbers.scan` finds every
@@ -33,12 +35,17 @@ stored outputs, not excluded, no ``skip-execution`` cell), and no cell may hold 
 (``raises-exception`` and ``execution_allow_errors`` do not excuse one). A name output by
 ``pin()`` more than once in the notebook is refused however the kernel counted
 (``importlib.reload``). A quote must carry a significant digit of its value
-(:func:`standarderror.book.precision_problem`).
+(:func:`standarderror.book.precision_problem`) and, for a value nearer 1 than 0, a significant
+digit of its distance to 1 (:func:`.pins.bound_problem`: 0.96 is not ``1``, 0.9951 not
+``1.00``). The configured text every page shows (title, announcement, footer, the table of
+contents' captions and titles) is scanned like prose.
 
 Every failure is raised from ``build-finished``, so it cannot be skipped by building without
 ``-W``: any pin or number problem makes ``jupyter-book build`` exit non-zero. No page is
 excused: the config value ``se_pending``, which once listed pages not yet meeting a rule, is
-refused if set.
+refused if set. A failed HTML build removes the pages it wrote, so no wrong number stays on
+disk; every HTML build removes the pages of its output folder that no page of the book writes
+(a page dropped from ``_toc.yml``).
 """
 
 from __future__ import annotations
@@ -75,9 +82,9 @@ def _check_numbers(app, doctree):
         shown = str(path)
     client = pins._CLIENTS.pop(os.path.abspath(str(path)), None)
     literals, _ = numbers.code_literals(_code_sources(client))
-    typed = {} if client is None else {
-        i: numbers.code_literals([c.get("source", "")])[1]
-        for i, c in enumerate(client.notebook.cells) if c.get("cell_type") == "code"}
+    typed = {} if client is None else numbers.typed_by_cell(
+        {i: c.get("source", "") for i, c in enumerate(client.notebook.cells)
+         if c.get("cell_type") == "code"})
     page_phrases, setting_problems = numbers.read_settings(path)
     refused = numbers.declaration_problems(page_phrases, literals)
     book = app.config[numbers.CONFIG_KEY] or []
@@ -92,6 +99,12 @@ def _check_numbers(app, doctree):
         record["problems"].append(full)
         logger.error(full, location=(env.docname, line) if line else env.docname, type="pin")
 
+    for msg in numbers.literal_pin_problems(_code_sources(client), page_phrases):
+        report(f"pin {shown}: {msg}")
+    record["code_problems"] = (numbers.code_picture_problems(_code_sources(client))
+                               + numbers.drawn_problems(_code_sources(client), phrases))
+    for msg in record["code_problems"]:
+        report(f"number {shown}: {msg}", "pictures")
     for msg in setting_problems:
         report(f"number {shown}: {msg}")
     for msg in refused:
@@ -121,6 +134,70 @@ def _doctree_read(app, doctree):
         logger.error(msg, location=env.docname, type="pin")
 
 
+def _config_problems(app) -> list[str]:
+    """Bare numbers in the text the configuration shows on every page (title, banner, footer,
+    the table of contents' captions and titles): see :mod:`.numbers.configtext`."""
+    from standarderror.sphinxext.numbers import CONFIG_KEY
+    from standarderror.sphinxext.numbers.configtext import config_findings
+
+    site_map = getattr(app.env, "external_site_map", None)
+    book = [str(p) for p in app.config[CONFIG_KEY] or []]
+    return [f"number ({where}): {f.why or 'bare number ' + f.number}: \"{f.context}\" -- a "
+            "number shown on every page is a label declared in se_settings, or none"
+            for where, f in config_findings(app.config, site_map, book) if f.cls == "bare"]
+
+
+#: Pages an HTML build writes that are no source page's.
+_GENERATED_PAGES = {"genindex", "search", "py-modindex", "_modules/index"}
+
+
+def _written_pages(app) -> dict:
+    """docname-like name -> path of every page file in an HTML builder's output folder."""
+    from pathlib import Path
+
+    out = Path(app.outdir)
+    suffix = getattr(app.builder, "out_suffix", ".html")
+    pages = {}
+    for path in out.rglob("*" + suffix):
+        rel = path.relative_to(out)
+        if rel.parts[0].startswith("_") and rel.parts[0] != "_modules":
+            continue     # _static, _sources, _images: not pages
+        name = rel.as_posix()[:-len(suffix)]
+        if getattr(app.builder, "name", "") == "dirhtml" and name.endswith("/index"):
+            name = name[:-len("/index")] or app.config.root_doc
+        pages[name] = path
+    return pages
+
+
+def _drop_left_overs(app) -> None:
+    """An HTML build's output holds only this build's pages: a page no longer in the book (one
+    dropped from ``_toc.yml``) would still be served with the numbers of an earlier build, so
+    its file is removed."""
+    if getattr(app.builder, "format", "") != "html" or app.builder.name == "singlehtml":
+        return
+    docs = set(app.env.found_docs)
+    for name, path in _written_pages(app).items():
+        if name not in docs and name not in _GENERATED_PAGES and not name.startswith(
+                "_modules/"):
+            path.unlink()
+            logger.info(f"removed {path}: no page of this build writes it")
+
+
+def _unwrite(app) -> None:
+    """A failed build leaves no page a reader could open: the pages it wrote are removed, so no
+    wrong number is left on disk (the build's pin problems name what to fix)."""
+    from pathlib import Path
+
+    if getattr(app.builder, "format", "") != "html":
+        return
+    if app.builder.name == "singlehtml":
+        target = Path(app.outdir) / (app.config.root_doc + app.builder.out_suffix)
+        target.unlink(missing_ok=True)
+        return
+    for path in _written_pages(app).values():
+        path.unlink(missing_ok=True)
+
+
 def _finished(app, exception):
     if exception is not None:
         return
@@ -133,8 +210,11 @@ def _finished(app, exception):
                  for doc, rec in _state(app.env).items() if rec.get("build") != _build_nonce()]
     problems += [f"number (se_settings in the config): {p}" for p in
                  numbers.declaration_problems(list(app.config[numbers.CONFIG_KEY] or []), None)]
+    problems += _config_problems(app)
     problems += ahead.problems()
+    _drop_left_overs(app)
     if problems:
+        _unwrite(app)
         raise ExtensionError(
             f"{len(problems)} pin problem(s): a quoted number differs from, or has no, computed "
             "value, or a number on a page is neither pinned nor declared:\n  "

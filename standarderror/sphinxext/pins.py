@@ -6,15 +6,15 @@ for the rules and the order of the events.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 
-from docutils import nodes
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
-from standarderror.sphinxext.numbers import PIN_CLASS
+from standarderror.sphinxext.numbers.doctree import pin_node
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +157,41 @@ def _compare(key: str, quoted: str, raw) -> str | None:
     return None
 
 
+#: How close to 1 a value counts as 1 itself (a correlation of 0.9999999999999999 is 1 up to
+#: the last bits of its arithmetic).
+EXACT_BOUND = 1e-12
+
+
+def bound_problem(quoted: str, value: float) -> str | None:
+    """Why ``quoted`` hides how far ``value`` lies from the bound 1, or None.
+
+    A quote carries a significant digit of its value (:func:`standarderror.book.precision_problem`,
+    which also refuses a nonzero value quoted as 0), and, for a value nearer 1 than 0 in
+    magnitude, a significant digit of its distance to 1: ``1``, ``1.0`` and ``1.00`` quote
+    only 1 itself (within :data:`EXACT_BOUND`), and a value below 1 keeps the digits that show
+    how far below it lies (0.96 as ``0.96``, 0.9951 as ``0.995``; ``0.99`` for 0.9951 says 1%
+    short where it is 0.5%). A value above 1 has no bound there.
+    """
+    quote = parse_quote(quoted)
+    scale = 100 if quote.percent else 1
+    v = abs(float(value))
+    if not 0.5 < v < 1 - EXACT_BOUND:
+        return None
+    q = abs(float(quote.text.replace(",", "").rstrip("%"))) / scale
+    shown = f"{(1 - q) * scale:.{quote.decimals}f}".lstrip("-") + ("%" if quote.percent else "")
+    if precision_problem(shown, 1 - v) is None:
+        return None
+    lead = math.floor(math.log10(float(f"{1 - v:.1g}")))
+    need = f"{float(value) * scale:.{max(-lead - (2 if quote.percent else 0), 0)}f}" + (
+        "%" if quote.percent else "")
+    return (f"quoted {quoted} hides how far the value {value!r} lies from the bound 1 (it is "
+            f"{1 - v:.2g} short of it); quote the digits that show it (e.g. {need})")
+
+
 def _precision(key: str, quoted: str, raw) -> str | None:
-    """A quote must carry a significant digit of its value (see book.precision_problem)."""
-    why = precision_problem(quoted, float(raw))
+    """A quote must carry a significant digit of its value (see book.precision_problem) and of
+    its distance to the bound 1 (see :func:`bound_problem`)."""
+    why = precision_problem(quoted, float(raw)) or bound_problem(quoted, float(raw))
     return None if why is None else f"quantity {key!r}: {why}"
 
 
@@ -187,7 +219,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         full = f"pin {where}: {msg}"
         record["problems"].append(full)
         logger.error(full, location=(env.docname, lineno), type="pin")
-        return [nodes.inline(rawtext, text, classes=[PIN_CLASS, "pin-error"])], []
+        return [pin_node(rawtext, text, ["pin-error"])], []
 
     parts = _split(text)
     if parts is None:
@@ -200,7 +232,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         return problem(str(exc))
     if page is not None:  # checked once every page has been read (_check_cross_pages)
         record["cross"].append((page, key, quoted, lineno))
-        return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
+        return [pin_node(rawtext, quoted)], []
     record["quoted"].add(key)
     if _glued(document) is None:
         return problem(f"quote {key}={quoted} has no computed value behind it: "
@@ -223,7 +255,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     imprecise = _precision(key, quoted, raw)
     if imprecise:
         return problem(imprecise)
-    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
+    return [pin_node(rawtext, quoted)], []
 
 
 def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -233,7 +265,7 @@ def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, conte
     """
     parts = _split(text)
     quoted = parts[2] if parts else text
-    return [nodes.inline(rawtext, quoted, classes=[PIN_CLASS])], []
+    return [pin_node(rawtext, quoted)], []
 
 
 def _code_sources(client) -> list[str]:

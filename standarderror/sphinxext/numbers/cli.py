@@ -97,7 +97,8 @@ def _read_pages(pages: list[Path], root: Path) -> dict:
                 for page, doc in zip(pages, docnames):
                     rec = state.get(doc, {})
                     results[page] = {"findings": rec.get("numbers", []),
-                                     "problems": rec.get("setting_problems", []),
+                                     "problems": rec.get("setting_problems", [])
+                                     + rec.get("code_problems", []),
                                      "unused": rec.get("unused_settings", []),
                                      "settings": len(read_settings(page)[0])}
         finally:

@@ -12,6 +12,21 @@ from docutils import nodes
 
 #: Class of the span the pin role renders; such spans are pinned, not bare.
 PIN_CLASS = "pin"
+#: The attribute only the ``{pin}`` role sets on its span: a span given the class by other
+#: means (a reST ``.. role::`` with ``:class: pin``) is not a pin, and its text is scanned.
+PIN_MARK = "se_pin"
+
+
+def pin_node(rawtext: str, text: str, classes=()) -> nodes.inline:
+    """The span of a ``{pin}`` quote (see :data:`PIN_MARK`)."""
+    node = nodes.inline(rawtext, text, classes=[PIN_CLASS, *classes])
+    node[PIN_MARK] = True
+    return node
+
+
+def _is_pin(node) -> bool:
+    return (isinstance(node, nodes.inline) and PIN_CLASS in node.get("classes", [])
+            and bool(node.get(PIN_MARK)))
 
 
 CHECK, MATH, PIN, SKIP = "check", "math", "pin", "skip"
@@ -19,10 +34,19 @@ CHECK, MATH, PIN, SKIP = "check", "math", "pin", "skip"
 #: Nodes whose whole subtree a reader does not see as prose (or that is generated later).
 _SKIP_TYPES = (
     nodes.literal, nodes.literal_block, nodes.comment,
-    nodes.target, nodes.citation, nodes.citation_reference, nodes.footnote_reference,
+    nodes.target, nodes.citation_reference, nodes.footnote_reference,
     nodes.label, nodes.substitution_definition, nodes.system_message, nodes.docinfo,
     nodes.doctest_block,
 )
+#: Roles that render as a literal but mark up prose (a key, a sample, a file name, a GUI
+#: label ...): their text is read like the prose around it.
+_PROSE_LITERAL_ROLES = {"kbd", "samp", "file", "guilabel", "menuselection", "command",
+                        "program", "option", "envvar", "mimetype", "makevar", "regexp", "dfn",
+                        "manpage", "newsgroup"}
+#: Suffixes of files a ``literalinclude`` shows as code, not as results.
+_CODE_SUFFIXES = {".py", ".pyi", ".sh", ".bash", ".toml", ".cfg", ".ini", ".yml", ".yaml",
+                  ".js", ".css", ".tex", ".bib", ".c", ".h", ".cpp", ".rs", ".go", ".r", ".jl",
+                  ".ipynb", ".rst", ".in", ".lock"}
 _SKIP_CLASS_NAMES = {"desc", "toctree", "bibliography", "meta", "pending_xref_condition",
                      "index"}
 
@@ -53,8 +77,27 @@ def _html_text(html: str) -> str:
     return html_lib.unescape(_HTML_TAG.sub(tag, _HTML_HIDDEN.sub(" ", html)))
 
 
+def _read_as_prose(node) -> bool:
+    """A literal a reader reads as prose: a prose role's literal (``{kbd}``, ``{samp}``,
+    ``{file}`` ...), a parsed literal block (its text is marked up), or a ``literalinclude``
+    of a file that is not code (a results file)."""
+    if isinstance(node, nodes.literal):
+        return bool(set(node.get("classes", [])) & _PROSE_LITERAL_ROLES
+                    or node.get("role") in _PROSE_LITERAL_ROLES)
+    if isinstance(node, nodes.literal_block):
+        if any(isinstance(c, nodes.Element) for c in node.children) or (
+                node.rawsource and node.rawsource != node.astext()):
+            return True    # parsed-literal: Sphinx's own test (it does not highlight these)
+        included = node.get("source")
+        if included:
+            from pathlib import PurePath
+
+            return PurePath(str(included)).suffix.lower() not in _CODE_SUFFIXES
+    return False
+
+
 def _skip_subtree(node) -> bool:
-    if isinstance(node, _SKIP_TYPES):
+    if isinstance(node, _SKIP_TYPES) and not _read_as_prose(node):
         return True
     if isinstance(node, nodes.raw) and not _is_html(node):
         return True  # LaTeX and other formats the site does not show
@@ -66,9 +109,9 @@ def _skip_subtree(node) -> bool:
     if name == "pending_xref" and not node.get("refexplicit"):
         return True  # the text is the target; Sphinx replaces it by a generated title
     if isinstance(node, nodes.reference) and node.get("refuri"):
-        text = node.astext()
-        uri = node["refuri"]
-        if text == uri or uri.endswith(text):
+        text = node.astext().strip().rstrip("/")
+        uri = str(node["refuri"]).rstrip("/")
+        if text and text in (uri, uri.split("://", 1)[-1], uri.removeprefix("mailto:")):
             return True  # a bare address shown as its own link text
     if isinstance(node, nodes.container) and node.get("nb_element") == "cell_code_source":
         return True
@@ -105,19 +148,23 @@ def _cites(node) -> bool:
 
 
 def _has_pin(node) -> bool:
-    return any(PIN_CLASS in n.get("classes", []) for n in node.findall(nodes.inline))
+    return any(_is_pin(n) for n in node.findall(nodes.inline))
 
 
 def _mark_our_columns(box) -> None:
-    """In a Quoted box's table, a column holding one of our pins is ours: its numbers are not
-    another work's (they must be pinned or declared like any other)."""
+    """In a Quoted box's table, a column holding one of our pins, or headed by words that
+    name us ("ours", "this page": :data:`.boxes.OURS`), is ours: its numbers are not another
+    work's (they must be pinned or declared like any other)."""
+    from .boxes import OURS
+
     for tgroup in box.findall(nodes.tgroup):
         rows = [r for part in tgroup.children if isinstance(part, (nodes.thead, nodes.tbody))
                 for r in part.children if isinstance(r, nodes.row)]
         ours = set()
         for row in rows:
             for i, entry in enumerate(row.children):
-                if _has_pin(entry):
+                if _has_pin(entry) or (isinstance(row.parent, nodes.thead)
+                                       and OURS.search(entry.astext())):
                     ours.add(i)
         for row in rows:
             for i, entry in enumerate(row.children):
@@ -188,7 +235,7 @@ def _segments(node, mode: str, out: list):
             out.append((_html_text(child.astext()), mode))
         elif _skip_subtree(child):
             out.append((child.astext(), SKIP))
-        elif isinstance(child, nodes.inline) and PIN_CLASS in child.get("classes", []):
+        elif _is_pin(child):
             out.append((child.astext(), PIN))
         elif isinstance(child, nodes.math):
             out.append((child.astext(), MATH if mode == CHECK else mode))

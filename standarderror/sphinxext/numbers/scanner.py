@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass
 
 from docutils import nodes
 
+from .boxes import ours_problem, record_problem
+from .codetext import is_typed
 from .doctree import (
     CHECK,
     MATH,
@@ -31,7 +33,8 @@ from .doctree import (
     _segments,
     _skip_subtree,
 )
-from .settings import _ISO_DATE, _phrase_hits, _typed_form
+from .pictures import picture_problems
+from .settings import _ISO_DATE, _phrase_hits
 from .tokenizer import _ADDRESS, FRACTIONS, NUMBER, SUPERSCRIPTS, is_math_checked, tokens, word_numbers
 
 #: The rules of the third round of the check (issue 24), by name: every page meets all of
@@ -42,10 +45,15 @@ RULES = {
     "forms": "numbers glued to a unit, leading-dot decimals, superscripts, vulgar fractions",
     "maths": "display maths, and percentages in maths",
     "outputs": "numbers typed in the code and shown as prose by an output",
-    "glued-pin": "nothing glued to a pinned quote (digits, signs, units, %)",
-    "boxes": "a Quoted box cites its source, our columns in it are checked, a Record box "
-             "is dated",
-    "precision": "a quote carries a significant digit of its value",
+    "glued-pin": "nothing glued to a pinned quote (digits, signs, units, % in any form), no "
+                 "sign before it across a space, no invisible character beside it",
+    "boxes": "a Quoted box cites its source, our numbers in it stand only in a pinned column; "
+             "a Record box is dated, on a page without code, and holds records of a run "
+             "(times, memory, counts), no results",
+    "pictures": "a picture is drawn by the build, or quoted in a figure whose caption cites "
+                "its source",
+    "precision": "a quote carries a significant digit of its value, and of its distance to "
+                 "the bound 1",
 }
 
 
@@ -85,6 +93,26 @@ def _sentence_ends(text: str, lo: int, hi: int) -> list[re.Match]:
     return out
 
 
+_MATHS_DECIMAL = re.compile(r"(?<=\d)\{([.,])\}(?=\d)")
+_MATHS_SPACE = re.compile(r"\\[,;:!> ]|~|\\(?:thinspace|medspace|thickspace|quad|qquad)\b")
+
+
+def _plain_maths(tex: str) -> str:
+    """A number of maths as a reader reads it: ``0{.}91`` and ``0{,}92`` (a decimal comma) as
+    0.91 and 0.92, ``95\\,\\%`` as 95%: braces around a decimal separator and LaTeX's spaces
+    between a number and its sign are dropped, ``\\%`` is a percent sign."""
+    tex = _MATHS_DECIMAL.sub(".", tex)
+    tex = _MATHS_SPACE.sub("", tex)
+    return tex.replace("\\%", "%%")
+
+
+def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
+    """The bounds of the sentence of ``text`` around ``text[start:end]``."""
+    ends = [m.end() for m in _sentence_ends(text, 0, start)]
+    after = _sentence_ends(text, end, len(text))
+    return (ends[-1] if ends else 0), (after[0].start() + 1 if after else len(text))
+
+
 def _context(text: str, start: int, end: int, width: int = 70) -> str:
     """The sentence around a token (at most ``width`` characters either side)."""
     lo = max(0, start - width)
@@ -100,10 +128,61 @@ def _context(text: str, start: int, end: int, width: int = 70) -> str:
             + ("..." if hi < len(text) and not after else ""))
 
 
+#: Percent and per-mille signs in every form a reader reads as one (full-width, small, Arabic,
+#: per ten thousand).
+PERCENT_SIGNS = "%\u2030\u2031\uff05\ufe6a\u066a"
 _GLUED_AFTER_PIN = re.compile(
-    r"[\w%\u2030\u00d7" + SUPERSCRIPTS + FRACTIONS + r"]|\.\d|\s*(?:%|\u2030|per\s?cent\b)",
+    r"[\w\u00d7" + PERCENT_SIGNS + SUPERSCRIPTS + FRACTIONS + r"]|\.\d|\s*(?:["
+    + PERCENT_SIGNS + r"]|per\s?cent\b|per\s?mille\b)",
     re.IGNORECASE)
 _GLUED_BEFORE_PIN = re.compile(r"(?:[\d.+\-\u2212" + SUPERSCRIPTS + FRACTIONS + r"]|\d,)\Z")
+#: Characters a reader takes for the sign of the number after them, even across a space:
+#: hyphen-minus, minus, figure dash, the small, full-width, superscript, subscript and
+#: modifier forms of minus and plus, and plus.
+SIGN_LIKE = ("+-\u2212\u2012\ufe63\uff0d\u207b\u208b\u02d7\u2796\u2010\u2011"
+             "\uff0b\ufe62\u207a\u208a\u02d6\u2795")
+#: An en dash reads as a sign glued to a number, and as a range after a digit (0.97–1.00).
+_EN_DASH = "\u2013"
+
+
+def _invisible(c: str) -> bool:
+    """A character that takes no room on the page: zero-width spaces and joiners, soft hyphens,
+    byte-order marks, and the bidirectional marks, embeddings, overrides and isolates."""
+    import unicodedata
+
+    return unicodedata.category(c) == "Cf"
+
+
+def pin_neighbour_problem(text: str, a: int, b: int) -> str:
+    """Why what surrounds the pinned quote ``text[a:b]`` changes what the reader takes it to say,
+    or "" (see :data:`RULES`, "glued-pin").
+
+    Refused: a digit, a decimal point, a sign, a superscript or a fraction glued before it; a
+    sign (any form of :data:`SIGN_LIKE`) before it, glued or across spaces; an en dash glued
+    before it but after no digit; a letter, a digit, a unit, a superscript or a percent sign
+    (any form of :data:`PERCENT_SIGNS`, or "percent") after it; and an invisible character
+    (:func:`_invisible`) on either side, which can hide a sign or reorder the text.
+    """
+    i = a
+    while i > 0 and (text[i - 1].isspace() or _invisible(text[i - 1])):
+        i -= 1
+    j = b
+    while j < len(text) and (text[j].isspace() or _invisible(text[j])):
+        j += 1
+    if any(_invisible(c) for c in text[i:a] + text[b:j]):
+        return "an invisible character next to it can hide a sign or reorder what the reader sees"
+    before = text[i - 1] if i > 0 else ""
+    if before and before in SIGN_LIKE:
+        return f"the sign {before!r} before it reads as the quote's sign"
+    if before == _EN_DASH and i == a and not (i >= 2 and text[i - 2].isdigit()):
+        return "an en dash glued before it reads as a minus sign"
+    if _GLUED_AFTER_PIN.match(text, b) or _GLUED_BEFORE_PIN.search(text[:a]):
+        return "a digit, a sign, a unit or % glued to it"
+    return ""
+
+
+#: The attributes of a code cell that MyST-NB shows as its toggle's labels.
+_PROMPTS = ("prompt_show", "prompt_hide")
 
 
 class _Scanner:
@@ -114,6 +193,7 @@ class _Scanner:
         self.typed = set() if isinstance(typed, dict) else (typed or set())
         self.findings: list[Finding] = []
         self.display = False   # inside display maths
+        self.box = ""          # "quoted" or "record" inside such a box (see .boxes)
 
     def add(self, number, line, kind, cls, context, why="", rule=""):
         self.findings.append(Finding(number, line, kind, cls, context, why, rule=rule))
@@ -128,7 +208,7 @@ class _Scanner:
                 f._ours = True
 
     def pieces(self, pieces, line, kind):
-        pieces = [(t.replace("\\%", "%%"), md) if md == MATH else (t, md) for t, md in pieces]
+        pieces = [(_plain_maths(t), md) if md == MATH else (t, md) for t, md in pieces]
         text = "".join(t for t, _ in pieces)
         if not any(c.isdigit() or c.isalpha() for c in text):
             return
@@ -154,7 +234,7 @@ class _Scanner:
                 cls = "pinned"
             else:
                 phrase = next((p for a, b, p in spans if a <= tok.start and tok.end <= b), "")
-                if kind == "output" and _typed_form(tok.text) not in self.typed:
+                if kind == "output" and not is_typed(tok.text, self.typed):
                     cls = "computed"   # computed by the code, not typed into it
                 else:
                     cls = "declared" if phrase else "bare"
@@ -164,10 +244,16 @@ class _Scanner:
                         else "maths" if mode == MATH and (self.display or (
                             "%" in tok.text and not is_math_checked(tok.text.rstrip("%"))))
                         else "")
+            why = ""
+            if self.box and mode == CHECK and cls in ("declared", "bare"):
+                why = (record_problem(text, tok) if self.box == "record"
+                       else ours_problem(text[slice(*_sentence(text, tok.start, tok.end))], tok))
+                if why:
+                    cls, rule = "bare", "boxes"
             self.findings.append(Finding(tok.text, line_at(tok.start),
                                          "math" if mode == MATH else kind, cls,
-                                         _context(text, tok.start, tok.end), phrase=phrase,
-                                         rule=rule))
+                                         _context(text, tok.start, tok.end), why=why,
+                                         phrase=phrase, rule=rule))
         if kind == "output":
             return
         for tok in word_numbers(text):
@@ -180,11 +266,12 @@ class _Scanner:
         for a, b, mode in bounds:
             if mode != PIN:
                 continue
-            if _GLUED_AFTER_PIN.match(text, b) or _GLUED_BEFORE_PIN.search(text[:a]):
+            why = pin_neighbour_problem(text, a, b)
+            if why:
                 self.add(text[a:b], line_at(a), "pin", "bare", _context(text, a, b),
                          f"characters glued to the pinned quote {text[a:b]!r} change what it "
-                         "says (a digit, a sign, a unit or % outside the quote); put the whole "
-                         "number, with its % or sign, inside the quote", "glued-pin")
+                         f"says ({why}); put the whole number, with its % or sign, inside "
+                         "the quote", "glued-pin")
 
     def visit(self, node, in_output=False, hidden=False):
         for child in node.children:
@@ -222,6 +309,11 @@ class _Scanner:
                 else:
                     self.visit(child, True, hidden)
                 continue
+            if _is_cell(child) and any(child.get(k) for k in _PROMPTS):
+                # the labels of a hidden cell's toggle (``code_prompt_show``) read as prose
+                labels = " / ".join(str(child[k]) for k in _PROMPTS if child.get(k))
+                self.pieces([(labels.replace("{type}", "source"), CHECK)], _line_of(child),
+                            "prose")
             if isinstance(child, nodes.TextElement):
                 kind = "caption" if isinstance(child, (nodes.caption, nodes.legend)) else "prose"
                 self.text_units(child, kind)
@@ -252,9 +344,13 @@ class _Scanner:
                      "a box titled \"Quoted ...\" must name its source with a {cite}", "boxes")
         _mark_our_columns(box)
         first = len(self.findings)
+        self.box, outer = "quoted", self.box
         self.visit(box, in_output, hidden)
+        self.box = outer
         for f in self.findings[first:]:
             ours = f.__dict__.pop("_ours", False)
+            if f.rule == "boxes":
+                continue          # our number in the box's prose (boxes.ours_problem)
             if f.cls in ("declared", "bare") and f.kind not in ("pin", "box") and not ours:
                 f.cls = "quoted"
                 f.rule = ""
@@ -274,9 +370,12 @@ class _Scanner:
                      "a box titled \"Record ...\" must carry the date of the record "
                      "(YYYY-MM-DD) and the machine in its title", "boxes")
         first = len(self.findings)
+        self.box, outer = "record", self.box
         self.visit(box, in_output, hidden)
+        self.box = outer
         for f in self.findings[first:]:
-            if f.cls in ("declared", "bare") and f.kind not in ("pin", "box"):
+            if f.cls in ("declared", "bare") and f.kind not in ("pin", "box") \
+                    and f.rule != "boxes":     # a result, not a record (boxes.record_problem)
                 f.cls = "recorded"
                 f.rule = ""
 
@@ -293,6 +392,8 @@ def scan(doctree, phrases: list[str], typed: set[float] | None = None,
     """
     scanner = _Scanner(phrases, typed, executes)
     scanner.visit(doctree)
+    for what, line, why in picture_problems(doctree):
+        scanner.add(what, line, "picture", "bare", what, why, "pictures")
     return scanner.findings
 
 

@@ -96,7 +96,16 @@ parts row rows column columns col appendix step? version versions release python
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _LABEL_BEFORE = re.compile(
     r"(?:^|[^\w§])(?:" + "|".join(sorted(LABEL_WORDS, key=len, reverse=True)) + r")\.?\s*"
-    r"(?:[\d.,]+\s*(?:and|or|to|,|-|\u2013|\u2014|&|/)\s*)*$", re.IGNORECASE)
+    r"(?P<list>(?:\d+(?:\.\d+)*[a-z]?\s*(?:and|or|to|,|&|/|-|\u2013|\u2014)\s*)*)$",
+    re.IGNORECASE)
+#: The form of a label: a whole number, or a dotted one (``3.2``), with an optional letter.
+_LABEL_FORM = re.compile(r"[1-9]\d*(?:\.\d+)*[a-z]?|0")
+_LIST_GOES_ON = re.compile(r"\s*(?:,|and\b|or\b|&)\s*\d")
+#: What may stand before a year: an opening bracket, a capitalised word (a venue, a month, a
+#: name: ``ICML 2017``, ``March 2024``, ``et al. 2025``) or a word that introduces a time.
+_YEAR_BEFORE = re.compile(r"(?:\(|\b[A-Z][\w.]*\.?|\b(?:in|since|until|year|years))\s*\Z")
+#: What may follow a year: the end, punctuation, a bracket, or a capitalised word.
+_YEAR_AFTER = re.compile(r"[a-z]?(?:\s*\Z|\s*[)\].,;:]|\s+[A-Z(])")
 
 
 _MAGNITUDE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
@@ -118,13 +127,31 @@ def _number_value(text: str) -> float | None:
 
 
 def _is_label(phrase: str, tok: Token) -> bool:
-    """A year (1900-2099), a date, or a number that follows a label word (``Episode 5``,
-    ``rows 3 and 9``, ``Table 1``)."""
+    """A date, a year, or a number that follows a label word (``Episode 5``, ``rows 3 and 9``,
+    ``Table 1``, ``Tables 3-5``).
+
+    A year is a whole number 1900-2099 after an opening bracket, a capitalised word or a word
+    that introduces a time, and before the end, punctuation or a capitalised word ("ICML 2017",
+    "Lamb et al. (2025)"; not "2013 correct answers"). A label has the form of one (a whole
+    or dotted number: not ``0.012`` nor ``41%``); a dash joins labels only unspaced, and a
+    label after a comma is one only where the list goes on ("rows 3, 9 and 41"; not "Table 2,
+    41 questions").
+    """
     if any(m.start() <= tok.start < m.end() for m in _ISO_DATE.finditer(phrase)):
         return True
     if re.fullmatch(r"(19|20)\d\d", tok.text):
-        return True
-    return _LABEL_BEFORE.search(phrase[:tok.start]) is not None
+        return bool(_YEAR_BEFORE.search(phrase[:tok.start])
+                    and _YEAR_AFTER.match(phrase, tok.end))
+    m = _LABEL_BEFORE.search(phrase[:tok.start])
+    if m is None or not _LABEL_FORM.fullmatch(tok.text):
+        return False
+    joins = re.findall(r"\s*(?:and|or|to|,|&|/|-|\u2013|\u2014)\s*", m.group("list"),
+                       re.IGNORECASE)
+    if any(j.strip() in ("-", "\u2013", "\u2014") and j != j.strip() for j in joins):
+        return False     # a spaced dash is punctuation: "Table 3 - 41"
+    if joins and joins[-1].strip() == ",":
+        return _LIST_GOES_ON.match(phrase, tok.end) is not None
+    return True
 
 
 _RANGE_AFTER = re.compile(r"\s*(?:to|-|\u2013)\s*([\d.,]+)")
@@ -199,6 +226,45 @@ def _typed_form(text: str) -> str:
     return text.strip(_SIGN).replace(",", "")
 
 
+#: Keyword arguments that set how a figure looks, not what the page computes: their literals
+#: declare nothing (``alpha=0.5`` in a plot call does not make "an accuracy of about 0.5" a
+#: setting).
+STYLE_KEYWORDS = frozenset("""
+alpha lw linewidth linewidths ls linestyle fontsize labelsize titlesize size s markersize ms
+markeredgewidth mew zorder figsize dpi pad labelpad rotation capsize capthick elinewidth
+shrink fraction aspect hspace wspace bbox_to_anchor ncol ncols handlelength borderpad
+columnspacing framealpha headwidth headlength width height rwidth
+""".split())
+#: Drawing calls (matplotlib's methods and functions): their style keywords are
+#: :data:`STYLE_KEYWORDS`.
+DRAWING_CALLS = frozenset("""
+plot scatter hist hist2d bar barh fill_between fill_betweenx axhline axvline axhspan axvspan
+hlines vlines errorbar step stairs imshow pcolormesh contour contourf legend text annotate
+figure subplots subplot add_subplot colorbar grid boxplot violinplot stem pie tick_params
+set_title suptitle set_xlabel set_ylabel xlabel ylabel title savefig tight_layout
+subplots_adjust arrow quiver ecdf semilogx semilogy loglog
+""".split())
+
+
+def _style_constants(node):
+    """The numeric constants under the style keywords of a drawing call (empty otherwise)."""
+    import ast
+
+    if not isinstance(node, ast.Call):
+        return []
+    f = node.func
+    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+    if name not in DRAWING_CALLS:
+        return []
+    return [sub for kw in node.keywords if kw.arg in STYLE_KEYWORDS
+            for sub in ast.walk(kw.value) if isinstance(sub, ast.Constant)]
+
+
+#: Calls that show what they are given as prose: Markdown, HTML, print, a table ...
+DISPLAY_CALLS = frozenset({"Markdown", "HTML", "Latex", "Math", "SVG", "display", "print",
+                           "DataFrame", "Series", "write", "to_markdown", "to_html", "table"})
+
+
 def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
     """The numeric literals of a page's code cells, and the numbers it types for display.
 
@@ -211,8 +277,6 @@ def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
 
     literals: set[float] = set()
     typed: set[float] = set()
-    display_calls = {"Markdown", "HTML", "Latex", "Math", "SVG", "display", "print",
-                     "DataFrame", "Series", "write", "to_markdown", "to_html"}
     for source in sources:
         lines = [("pass" if ln.lstrip().startswith(("%", "!")) else ln)
                  for ln in source.splitlines()]
@@ -220,18 +284,139 @@ def code_literals(sources: list[str]) -> tuple[set[float], set[str]]:
             tree = ast.parse("\n".join(lines))
         except SyntaxError:
             continue
+        style = {id(sub) for node in ast.walk(tree) for sub in _style_constants(node)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
                     and not isinstance(node.value, bool):
-                literals.add(abs(float(node.value)))
+                if id(node) not in style:
+                    literals.add(abs(float(node.value)))
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 typed.update(_typed_form(t.text) for t in tokens(node.value))
             elif isinstance(node, ast.Call):
                 f = node.func
                 name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-                if name in display_calls:
+                if name in DISPLAY_CALLS:
                     for sub in ast.walk(node):
                         if isinstance(sub, ast.Constant) and isinstance(sub.value, (int, float)) \
                                 and not isinstance(sub.value, bool):
                             typed.add(_typed_form(repr(abs(sub.value))))
     return literals, typed
+
+
+_WRAPPERS = frozenset({"float", "int", "round", "abs", "float64", "float32", "int64"})
+
+
+def parse_code(source: str):
+    """The syntax tree of a code cell (IPython's magic and shell lines read as ``pass``), or
+    None when it is not Python."""
+    import ast
+
+    lines = [("pass" if ln.lstrip().startswith(("%", "!")) else ln)
+             for ln in source.splitlines()]
+    try:
+        return ast.parse("\n".join(lines))
+    except SyntaxError:
+        return None
+
+
+def bindings(trees) -> dict:
+    """Every binding of a name in the page's code: name -> the expressions bound to it, None
+    for a binding that binds no expression of its own (a loop, an argument, an import, an
+    augmented assignment, the unpacking of something computed)."""
+    import ast
+
+    bound: dict[str, list] = {}
+    handled: set[int] = set()      # the Name targets of assignments, read with their values
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    handled.update(id(n) for n in ast.walk(target) if isinstance(n, ast.Name))
+                    if isinstance(target, ast.Name):
+                        bound.setdefault(target.id, []).append(node.value)
+                    elif isinstance(target, (ast.Tuple, ast.List)):
+                        values = node.value.elts if isinstance(
+                            node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(
+                            target.elts) else [None] * len(target.elts)
+                        for t, v in zip(target.elts, values):
+                            for n in ast.walk(t):
+                                if isinstance(n, ast.Name):
+                                    bound.setdefault(n.id, []).append(v if n is t else None)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                    and id(node) not in handled:
+                bound.setdefault(node.id, []).append(None)   # any other binding
+            elif isinstance(node, ast.arg):
+                bound.setdefault(node.arg, []).append(None)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    bound.setdefault((alias.asname or alias.name).split(".")[0], []).append(None)
+    return bound
+
+
+def literal_pins(sources: list[str]) -> dict[str, float]:
+    """The pins of a page's code whose value is typed, not computed: name -> value.
+
+    A value is typed when it is a numeric literal (``pin("acc", 0.5466)``, ``pin(acc=-1)``), a
+    literal passed through a conversion (``float(0.5466)``, ``round(0.5466, 4)``), or a name
+    that the page's code binds only to such values (``acc = 0.5466`` and no other binding of
+    ``acc``: no loop, argument, augmented assignment or unpacking of something computed; see
+    :func:`bindings`).
+    """
+    import ast
+
+    trees = [t for t in map(parse_code, sources) if t is not None]
+
+    def typed(node):
+        if node is None:
+            return None
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+            inner = typed(node.operand)
+            return None if inner is None else (-inner if isinstance(node.op, ast.USub) else inner)
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+                and not isinstance(node.value, bool):
+            return float(node.value)
+        if isinstance(node, ast.Call) and node.args and not node.keywords:
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name in _WRAPPERS and all(typed(a) is not None for a in node.args):
+                return typed(node.args[0])
+        return None
+
+    bound = {name: [typed(v) for v in values] for name, values in bindings(trees).items()}
+
+    def value_of(node):
+        v = typed(node)
+        if v is None and isinstance(node, ast.Name):
+            values = bound.get(node.id, [])
+            if values and all(x is not None for x in values) and len(set(values)) == 1:
+                v = values[0]
+        return v
+
+    out: dict[str, float] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) != "pin":
+                continue
+            pairs = [(kw.arg, kw.value) for kw in node.keywords if kw.arg]
+            if len(node.args) == 2 and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str):
+                pairs.append((node.args[0].value, node.args[1]))
+            for name, expr in pairs:
+                v = value_of(expr)
+                if v is not None:
+                    out[name] = v
+    return out
+
+
+def literal_pin_problems(sources: list[str], phrases: list[str]) -> list[str]:
+    """A pin whose value the code typed (:func:`literal_pins`) passes a typed number off as a
+    measurement; it is refused unless one of the page's setting phrases declares that number."""
+    declared = {_number_value(t.text) for p in phrases for t in tokens(p)}
+    return [f"{name!r} pins {value:g}, a number typed in the code, not computed by it; a "
+            "number the page chose is a setting: declare its phrase under `settings:` and "
+            "write it in the prose without {pin}"
+            for name, value in literal_pins(sources).items() if abs(value) not in declared]

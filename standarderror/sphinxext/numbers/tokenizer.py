@@ -39,6 +39,29 @@ _SUP_SIGNS = "\u207a\u207b"
 FRACTIONS = "\u00bc\u00bd\u00be\u2150\u2151\u2152\u2153\u2154\u2155\u2156\u2157\u2158\u2159" \
             "\u215a\u215b\u215c\u215d\u215e\u215f\u2189"
 _SUP_RUN = re.compile(f"[{_SUP_SIGNS}]?[{SUPERSCRIPTS}]+")
+#: Subscript digits and signs (``₉₁``).
+SUBSCRIPTS = "\u2080\u2081\u2082\u2083\u2084\u2085\u2086\u2087\u2088\u2089"
+_SUB_SIGNS = "\u208a\u208b"
+
+
+def _numeral_characters() -> str:
+    """Characters that write a number on their own: roman numerals (Ⅻ), circled, parenthesised
+    and full-stop digits (①, ⑴, ⒈, ⓿, ❶, ㉑): Unicode's other and letter numbers in the number
+    forms and the enclosed blocks."""
+    import unicodedata
+
+    blocks = [(0x2150, 0x218B), (0x2460, 0x24FF), (0x2776, 0x2793), (0x3220, 0x325F),
+              (0x3280, 0x32BF), (0x1F100, 0x1F10C)]
+    return "".join(chr(c) for a, b in blocks for c in range(a, b + 1)
+                   if unicodedata.category(chr(c)) in ("No", "Nl")
+                   and unicodedata.numeric(chr(c), None) is not None
+                   and chr(c) not in FRACTIONS)
+
+
+NUMERALS = _numeral_characters()
+_OTHER_NUMERALS = re.compile(
+    f"[{_SUP_SIGNS}]?[{SUPERSCRIPTS}]+|[{_SUB_SIGNS}]?[{SUBSCRIPTS}]+|[{FRACTIONS}]"
+    f"|[{re.escape(NUMERALS)}]+")
 #: A unit or magnitude glued to a number is part of it: ``0.8M``, ``388s``, ``24.6k``, ``14GB``.
 UNIT_SUFFIXES = frozenset(
     "k K M B G T s ms us µs μs ns min mins h hr hrs d GB MB KB kB TB GiB MiB KiB TiB Gb Mb "
@@ -92,12 +115,13 @@ def tokens(text: str) -> list[Token]:
             end = word.end()          # 0.8M, 388s, 14GB, 1.5B: the unit is part of it
         out.append(Token(text[start:end], start, end))
         pos = end
-    # superscript numbers and vulgar fractions standing on their own (not an exponent: R², x²)
-    for m in re.finditer(f"[{_SUP_SIGNS}]?[{SUPERSCRIPTS}]+|[{FRACTIONS}]", text):
+    # superscript and subscript numbers, vulgar fractions, roman and circled numerals standing
+    # on their own (not an exponent or an index: R², x², x₁)
+    for m in _OTHER_NUMERALS.finditer(text):
         if any(t.start <= m.start() < t.end for t in out):
             continue
         prev = text[m.start() - 1] if m.start() > 0 else ""
-        if m.group(0)[0] not in FRACTIONS and (prev.isalnum() or prev in ")]}_"):
+        if m.group(0)[0] not in FRACTIONS and prev and (prev.isalnum() or prev in ")]}_"):
             continue
         out.append(Token(m.group(0), m.start(), m.end()))
     out.sort(key=lambda t: t.start)
@@ -132,7 +156,18 @@ _WORD_NUMBER = re.compile(
     rf"\b{_NUMBER_WORD}(?:[\s\-]+(?:and\s+)?{_NUMBER_WORD})*(?:\s+(?:of\s+)?(?:a|an|the)?)?"
     rf"(?:\s+\w+){{0,2}}?\s+{_UNIT_WORD}"
     r"|\b(?:tenths|hundredths?|thousandths?|millionths?)\b"
-    r"|\b(?:a|one)\s+tenth\b",
+    r"|\b(?:a|one)\s+tenth\b"
+    # a measured ratio: "doubles the ECE", "halved the time", "an order of magnitude smaller",
+    # "tenfold", "nine in ten", "half the questions", "a third of", "two thirds of"
+    r"|\b(?:doubles|doubled|triples|tripled|quadruples|quadrupled|halves|halved)\s+"
+    r"(?:the|its|their|our|this|that)\b"
+    r"|\borders?\s+of\s+magnitude\b"
+    rf"|\b{_NUMBER_WORD}[\s\-]?fold\b|\b(?:many|manifold)fold\b"
+    rf"|\b{_NUMBER_WORD}\s+(?:in|out\s+of)\s+(?:every\s+)?(?:a\s+)?{_NUMBER_WORD}\b"
+    r"|(?<!\bon\s)(?<!\bone\s)(?<!\bother\s)(?<!\brandom\s)(?<!\bfirst\s)(?<!\bsecond\s)"
+    r"(?<!\beach\s)(?<!\bthe\s)\bhalf\s+(?:of\s+)?(?:the|its|their|our|all|these|those)\b"
+    r"|\b(?:a|one|two|three)\s+(?:thirds?|quarters?|fifths?)\s+of\s+"
+    r"(?:the|its|their|our|all|these|those|it|them)\b",
     re.IGNORECASE)
 
 
