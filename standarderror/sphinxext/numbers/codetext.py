@@ -128,17 +128,17 @@ def is_typed(text: str, typed: set[str]) -> bool:
     that keeps a decimal or two digits (``0.8106`` of ``0.81061``; not ``1.00`` of ``1``), or
     one shown as a percentage (``81.06%`` of ``0.81061``)."""
     core = _typed_form(text)
-    if core in typed:
-        return True
     pct = core.endswith("%")
     shown = core.rstrip("%")
     decimals = len(shown.partition(".")[2])
     try:
         value = float(shown)
     except ValueError:
-        return False
-    if decimals == 0 and abs(value) < 10:
-        return False
+        return core in typed
+    if decimals == 0 and not pct and abs(value) < 10:
+        return False      # a small count or index: code types these everywhere
+    if core in typed:
+        return True
     for t in typed:
         try:
             v = float(t.rstrip("%"))
