@@ -147,8 +147,14 @@ def _config_problems(app) -> list[str]:
             for where, f in config_findings(app.config, site_map, book) if f.cls == "bare"]
 
 
-#: Pages an HTML build writes that are no source page's.
-_GENERATED_PAGES = {"genindex", "search", "py-modindex", "_modules/index"}
+#: Pages an HTML build writes that are no source page's: Sphinx's, the root's redirect to the
+#: landing page (jupyter-book writes index.html when the root page has another name), and every
+#: domain's index (sphinx-proof's prf-prf.html; see _generated_pages).
+_GENERATED_PAGES = {"genindex", "search", "py-modindex", "_modules/index", "index"}
+
+
+def _generated_pages(app) -> set:
+    return _GENERATED_PAGES | {name for name, *_ in getattr(app.builder, "domain_indices", [])}
 
 
 def _written_pages(app) -> dict:
@@ -176,8 +182,9 @@ def _drop_left_overs(app) -> None:
     if getattr(app.builder, "format", "") != "html" or app.builder.name == "singlehtml":
         return
     docs = set(app.env.found_docs)
+    generated = _generated_pages(app)
     for name, path in _written_pages(app).items():
-        if name not in docs and name not in _GENERATED_PAGES and not name.startswith(
+        if name not in docs and name not in generated and not name.startswith(
                 "_modules/"):
             path.unlink()
             logger.info(f"removed {path}: no page of this build writes it")
