@@ -219,9 +219,9 @@ MAX_BINS = 10_000
 #: ``halves``, ``subsets``): 50 times the book's largest (2,000); each one is a pass over the
 #: data, and several functions hold every draw's indices at once.
 MAX_DRAWS = 100_000
-#: The most answers sampled per question: ten times the book's largest (100); the answers'
-#: embeddings are held as questions x answers x dimensions floats.
-MAX_ANSWERS = 1_000
+#: The most answers sampled per question: a hundred times the book's largest (100), enough for
+#: a simulation of the sampler; the answers' embeddings are held as questions x answers x dims.
+MAX_ANSWERS = 10_000
 
 
 def at_most(v: int, name: str, high: int) -> int:

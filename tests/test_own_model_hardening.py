@@ -945,11 +945,11 @@ def test_answers_beyond_the_bound_are_one_line_before_any_work(tmp_path, capsys,
                                                                nothing_expensive):
     assert cli.main(["measure", "--model", "tiny", "--task", "spectral", "--answers",
                      str(10 ** 9), "--out", str(tmp_path / "o")]) == 2
-    _one_line_error(capsys, "--answers", "at most 1,000", "1,000,000,000")
+    _one_line_error(capsys, "--answers", "at most 10,000", "1,000,000,000")
     lm = interface.tiny_lm.TinyLM()              # (the fixture replaced interface.TinyLM)
-    with pytest.raises(ValueError, match="m must be at most 1,000"):
+    with pytest.raises(ValueError, match="m must be at most 10,000"):
         lm.sample(["the king"], 10 ** 9)
-    with pytest.raises(ValueError, match="answers must be at most 1,000"):
+    with pytest.raises(ValueError, match="answers must be at most 10,000"):
         measure.spectral_task.spectral(lm, answers=10 ** 9, progress=False)
 
 
