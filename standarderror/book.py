@@ -12,6 +12,7 @@ precision written and fails the build if they differ (see :func:`check_quote`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import platform
@@ -101,10 +102,15 @@ def _pinned_counts(shell) -> dict:
 def pin(name: str | None = None, value=None, /, **named) -> None:
     """Record ``value`` under ``name`` so that the prose's quote of it is checked at build time.
 
-    Two forms, one meaning::
+    Three forms, one meaning::
 
         pin("acc", accuracy)                  # one name
         pin(acc=accuracy, ece_t1=ece[1.0])    # several names in one call
+        pin(result)                           # every number field of a dataclass, by field name
+
+The third form takes a dataclass instance (a package function's named result) and pins each
+field whose value is a number under the field's name; fields holding anything else (arrays,
+tables, text) are left out. A dataclass with no number field is refused.
 
     Each value is stored in the notebook output (as myst-nb's ``glue`` does, undisplayed) with
     full float precision, together with the build's nonce (:data:`NONCE_ENV`) and how many times
@@ -112,6 +118,13 @@ def pin(name: str | None = None, value=None, /, **named) -> None:
     pinned twice (one name, one value). Returns ``None``, so a cell that ends with ``pin(...)``
     shows nothing.
     """
+    if value is None and not named and dataclasses.is_dataclass(name) \
+            and not isinstance(name, type):
+        fields = {f.name: getattr(name, f.name) for f in dataclasses.fields(name)}
+        numbers = {k: v for k, v in fields.items() if _is_number(v)}
+        if not numbers:
+            raise ValueError(f"pin: {type(name).__name__} has no number field to pin")
+        return pin(**numbers)
     if name is None and value is None:
         if not named:
             raise ValueError("pin needs a name and a value: pin('acc', 0.54) or pin(acc=0.54)")
@@ -161,6 +174,12 @@ def table(rows, header) -> None:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
     display(Markdown("\n".join(lines)))
+
+
+def _is_number(value) -> bool:
+    """A real number a dataclass field may hold for :func:`pin` (not a bool, not an array)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
 
 
 def _as_number(value, name: str) -> float | int:

@@ -997,3 +997,33 @@ def test_the_fourth_rounds_holes_fail_the_build(tmp_path):
     missing = [e for e in expected if e not in problems]
     assert not missing, (missing, problems[-6000:])
     assert problems.count("characters glued to the pinned quote '0.003'") >= 4
+
+
+def test_pin_of_a_dataclass_pins_its_number_fields_by_name(monkeypatch):
+    from dataclasses import dataclass
+
+    from standarderror import book
+
+    @dataclass(frozen=True)
+    class Result:
+        acc: float
+        n: int
+        rows: tuple
+        label: str
+        flag: bool
+
+    seen = {}
+    original = book.pin
+    monkeypatch.setattr(book, "pin", lambda *a, **k: seen.update(k))
+    original(Result(0.25, 7, (1, 2), "x", True))
+    assert seen == {"acc": 0.25, "n": 7}
+
+    @dataclass(frozen=True)
+    class Words:
+        label: str
+        flag: bool
+
+    with pytest.raises(ValueError, match="no number field"):
+        original(Words("x", True))
+    with pytest.raises(ValueError, match="name"):
+        original(Result)  # the class, not a result
