@@ -19,9 +19,9 @@ for raw in open(sys.argv[1]):
         continue
     lines.append(f"{m.group(1)}=={m.group(2)}")
 print(f"""\
-# The lock: the exact version of every package that standarderror[book,test] installs, the
+# The lock: the exact version of every package that standarderror[book,test,serve] installs, the
 # versions the book's quoted numbers were measured with. A pip constraints file: scripts/setup.sh
-# installs with `pip install -c lock.txt -e ".[book,test]"` (LOCK=0: the newest releases
+# installs with `pip install -c lock.txt -e ".[book,test,serve]"` (LOCK=0: the newest releases
 # instead). A constraint only limits a version and never installs a package by itself, so a
 # line that another platform does not need is harmless. Written by scripts/lock.sh from a clean
 # install (Python {platform.python_version()}, {platform.system()} {platform.machine()});

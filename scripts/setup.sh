@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if needed) and install standarderror with its book and test extras.
+# Create .venv (if needed) and install standarderror with its book, test and serve extras.
 # Called by scripts/book.sh and scripts/test.sh; safe to run repeatedly.
 #
 # Versions: by default every package is installed at the exact version of lock.txt, the versions
@@ -29,6 +29,12 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 PIP=".venv/bin/python -m pip"
+# The extras: the book, the tests, and [serve] (llama-cpp-python's server, for the served
+# backend's tests). llama-cpp-python is built from its source distribution with cmake and a C++
+# compiler; -DGGML_NATIVE=OFF builds kernels for any x86-64 CPU rather than this one's. The
+# built wheel is kept in the installer's cache and reused by the next install.
+EXTRAS=${EXTRAS:-book,test,serve}
+export CMAKE_ARGS=${CMAKE_ARGS:--DGGML_NATIVE=OFF}
 # Whether torch is installed, from its metadata (importing torch takes seconds, on every run of
 # the two commands).
 installed=0
@@ -41,11 +47,11 @@ fi
 stamp=".venv/.standarderror-installed"
 if [ "$LOCK" = 0 ]; then
   # The newest releases, except torch: the one installed stays (a constraint on its version).
-  echo "setup: LOCK=0: installing standarderror[book,test] (editable) at the newest releases"
+  echo "setup: LOCK=0: installing standarderror[book,test,serve] (editable) at the newest releases"
   installed=1
   keep=$(mktemp)
   .venv/bin/python -c "import torch; print('torch==' + torch.__version__.split('+')[0])" > "$keep"
-  $PIP install -q -U --upgrade-strategy eager -c "$keep" -e ".[book,test]"
+  $PIP install -q -U --upgrade-strategy eager -c "$keep" -e ".[$EXTRAS]"
   rm -f "$keep"
   echo "newest" > "$stamp"
 else
@@ -53,15 +59,15 @@ else
   # another (a symlink) must be pointed back at this one
   want="lock $(sha256sum "$LOCKFILE" | cut -c1-64) at $(pwd -P)"
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "setup: installing standarderror[book,test] (editable) at the versions of $LOCKFILE"
+    echo "setup: installing standarderror[book,test,serve] (editable) at the versions of $LOCKFILE"
     installed=1
     if [ "${INSTALLER:-uv}" = uv ] && $PIP install -q "${UV_SPEC:-uv==0.13.9}" \
         && .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python \
-             -c "$LOCKFILE" -e ".[book,test]"; then
+             -c "$LOCKFILE" -e ".[$EXTRAS]"; then
       echo "setup: installed with uv"
     else
       if [ "${INSTALLER:-uv}" = uv ]; then echo "setup: uv unavailable or failed; installing with pip"; fi
-      $PIP install -q -c "$LOCKFILE" -e ".[book,test]"
+      $PIP install -q -c "$LOCKFILE" -e ".[$EXTRAS]"
     fi
     echo "$want" > "$stamp"
   fi

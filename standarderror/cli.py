@@ -7,6 +7,9 @@ Examples::
     python -m standarderror measure --model ./my-model --task conformal --out results/
     python -m standarderror measure --model ./my-model --task spectral --device cuda
     python -m standarderror export-tiny /tmp/tiny-gpt2   # our model, as a GPT-2 directory
+    python -m standarderror measure --backend openai --base-url http://127.0.0.1:8000 \
+        --model NAME --tokenizer ./my-model --task calibration   # a served model
+    python -m standarderror measure --backend vllm --model ./my-model --task conformal
 
 Each run writes ``<task>.json`` (results, model, tokenizer, versions, seeds) and PNG figures
 into ``--out`` and prints a short summary. Every argument is checked before anything
@@ -53,9 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--model", required=True,
                    help="'tiny' (our committed model), a transformers directory or a hub name; "
                         "with --backend openai, the name the server serves")
-    m.add_argument("--backend", default="transformers", choices=("transformers", "openai"),
-                   help="transformers (in this process, default) or openai (an "
-                        "OpenAI-compatible /v1/completions server: llama.cpp, vLLM, ...)")
+    m.add_argument("--backend", default="transformers",
+                   choices=("transformers", "openai", "vllm"),
+                   help="transformers (in this process, default), openai (an "
+                        "OpenAI-compatible /v1/completions server: llama.cpp, vLLM, ...) or "
+                        "vllm (vLLM's offline engine in this process, on a GPU)")
     m.add_argument("--task", required=True, choices=("calibration", "conformal", "spectral"))
     m.add_argument("--out", default="measurements", help="output directory (default: %(default)s)")
     m.add_argument("--device", default=None, help="cpu, cuda, ... (default: auto)")
@@ -66,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="let a hub name be downloaded (default: local files only, offline)")
     m.add_argument("--seed", type=int, default=0, help="seed of the questions / windows")
     m.add_argument("--no-progress", action="store_true", help="no progress bars")
-    o = m.add_argument_group("served model (--backend openai)")
+    o = m.add_argument_group("served model (--backend openai; --top-logprobs and --window "
+                             "also for --backend vllm)")
     o.add_argument("--base-url", help="the server, http(s)://host:port")
     o.add_argument("--tokenizer", help="a local transformers tokenizer directory of the "
                                        "served model")
@@ -122,7 +128,18 @@ def check(args) -> dict:
                 raise UsageError(f"--{name.replace('_', '-')} applies to --task {task} only, "
                                  f"not to --task {args.task}")
     served = ("base_url", "tokenizer", "api_key_env", "concurrency", "top_logprobs", "window")
-    if args.backend == "openai":
+    if args.backend == "vllm":
+        for name in ("base_url", "tokenizer", "api_key_env", "concurrency", "device"):
+            if getattr(args, name) is not None:
+                raise UsageError(f"--{name.replace('_', '-')} does not apply to --backend "
+                                 "vllm (vLLM runs the model on its GPU)")
+        if args.model == "tiny":
+            raise UsageError("--backend vllm needs a model directory (export ours with "
+                             "export-tiny)")
+        for name in ("top_logprobs", "window"):
+            if getattr(args, name) is not None:
+                _at_least(args, name, 1)
+    elif args.backend == "openai":
         for name in ("dtype", "device"):
             if getattr(args, name) is not None:
                 raise UsageError(f"--{name} does not apply to --backend openai (the server "
@@ -140,7 +157,7 @@ def check(args) -> dict:
             if getattr(args, name) is not None:
                 raise UsageError(f"--{name.replace('_', '-')} applies to --backend openai "
                                  "only")
-    if args.model == "tiny" and args.backend != "openai":
+    if args.model == "tiny" and args.backend == "transformers":
         for name in ("dtype", "device"):
             if getattr(args, name) is not None:
                 raise UsageError(f"--{name} does not apply to --model tiny (our model runs "
@@ -240,7 +257,13 @@ def main(argv=None) -> int:
             lm = served.ServedModel(args.base_url, args.model, tokenizer=args.tokenizer,
                                     api_key=served.api_key_from(args.api_key_env),
                                     top_logprobs=args.top_logprobs or 20,
-                                    window=args.window, concurrency=args.concurrency or 4)
+                                    window=args.window, concurrency=args.concurrency or 4,
+                                    log=out / f"{args.task}.requests.jsonl")
+        elif args.backend == "vllm":
+            from standarderror.llm.interface.vllm_offline import VLLMModel
+
+            lm = VLLMModel(args.model, dtype=args.dtype or "float32",
+                           top_logprobs=args.top_logprobs, window=args.window, seed=args.seed)
         elif args.model == "tiny":
             lm = interface.TinyLM()
         else:

@@ -58,6 +58,6 @@ def test_setup_installs_from_the_lock_by_default():
     setup = (ROOT / "scripts" / "setup.sh").read_text()
     assert 'LOCK=${LOCK:-1}' in setup
     # both installers, uv and the pip it falls back to, install the lock's versions
-    assert setup.count('-c "$LOCKFILE" -e ".[book,test]"') == 2
+    assert setup.count('-c "$LOCKFILE" -e ".[$EXTRAS]"') == 2 and 'EXTRAS=${EXTRAS:-book,test,serve}' in setup
     assert 'uv pip install -q --compile-bytecode --python .venv/bin/python' in setup
     assert "LOCKFILE=lock.txt" in setup

@@ -23,11 +23,10 @@ tokenizer; everything else is written once here, so the two backends measure the
   (``AutoModelForCausalLM`` / ``AutoTokenizer``, from a local directory or a hub name;
   ``pip install standarderror[hf]``).
 
-A serving engine (vLLM's offline ``LLM`` with ``prompt_logprobs`` / ``logprobs``, or an
-OpenAI-compatible endpoint returning log-probabilities) fits behind the same methods: it
-returns top-k log-probabilities rather than whole rows, which is what the streamed
-measurements of :mod:`standarderror.experiments.measure` keep anyway. No such backend ships: it could
-not be tested here (see the page "Measure your own model").
+* :class:`.served.ServedModel` -- a model behind an OpenAI-compatible ``/v1/completions``
+  server (llama.cpp's, vLLM's), measured through its echoed log-probabilities: labels and
+  option scores exactly, the rest of each row from its top k (imported on use:
+  ``standarderror.llm.interface.served``).
 
 **Bad input is never silently measured.** A context longer than the model's window is cut
 from the left and *counted* (``truncated`` in every result); a continuation that alone does
