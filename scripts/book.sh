@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Build the book fresh: set up .venv, execute every page, check every pin, fail on any warning.
-# The site lands in _build/html (open _build/html/index.html); the executed notebooks, which
-# `bash scripts/test.sh` then re-executes strictly (tests/nbval_pages.py), in _build/jupyter_execute.
+# Build the book fresh: set up .venv, execute every page, check every pin, fail on any warning,
+# then print the PDFs where the browser is installed (bash scripts/pdf.sh: _build/pdf, linked
+# from the site). The site lands in _build/html (open _build/html/index.html); the executed
+# notebooks, which `bash scripts/test.sh` then re-executes strictly (tests/nbval_pages.py), in
+# _build/jupyter_execute.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -30,3 +32,10 @@ json.dump({"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
           open("_build/jupyter_execute/arithmetic.json", "w"))
 PY
 echo "book: built fresh in $(( $(date +%s) - start )) s -> _build/html/index.html"
+# The PDFs, where the browser is installed (bash scripts/setup_browser.sh); BOOK_PDF=0 skips
+# them. Without them the site links no PDF (_static/pdfs.js lists none), so no link is broken.
+if [ "${BOOK_PDF:-1}" != 0 ] && .venv/bin/python -c "from standarderror._browser import require; require()" 2>/dev/null; then
+  bash scripts/pdf.sh
+else
+  echo "book: no PDF printed (no browser, or BOOK_PDF=0), so the site links none; to print them: bash scripts/setup_browser.sh, then bash scripts/pdf.sh"
+fi

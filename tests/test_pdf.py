@@ -29,7 +29,6 @@ Where it runs: skipped, with the reason, without a built PDF (``bash scripts/boo
 from __future__ import annotations
 
 import functools
-import html as htmllib
 import os
 import re
 import shutil
@@ -174,6 +173,7 @@ class _Article(HTMLParser):
         self.title = None  # depth of the solution's title
         self.math = None  # depth of a formula
         self.para = None  # depth of a <p> in a solution
+        self.note = None  # depth of a pinned number's note (shown on hover, never printed)
         self.images: list[str] = []
         self.solutions: list[list[str]] = []
         self.run: list[str] = []
@@ -196,6 +196,8 @@ class _Article(HTMLParser):
         if tag in self.VOID:
             return
         self.depth += 1
+        if "se-pin-note" in cls and self.note is None:
+            self.note = self.depth
         if tag == "div" and "solution" in cls and "admonition" in cls and self.solution is None:
             self.solution = self.depth
             self.solutions.append([])
@@ -211,6 +213,8 @@ class _Article(HTMLParser):
     def handle_endtag(self, tag):
         if tag in self.VOID:
             return
+        if self.note == self.depth:
+            self.note = None
         if self.math == self.depth:
             self.math = None
         if self.title == self.depth:
@@ -225,7 +229,7 @@ class _Article(HTMLParser):
         self.depth -= 1
 
     def handle_data(self, data):
-        if self.para is not None and self.math is None and self.title is None:
+        if self.para is not None and self.math is None and self.title is None and self.note is None:
             self.run.append(data)
 
 
@@ -532,14 +536,14 @@ def test_no_link_points_at_the_print_server():
 
 
 def test_the_site_links_the_pdfs_offline():
-    """The landing page links the book's PDF; every page loads the script that puts its own
-    PDF and the book's into its download menu; and in the browser, on the site opened from
-    disk (file://, nothing served), the menu's two links lead to the PDFs."""
+    """The landing page's book.pdf (a placeholder in the build's HTML, ``data-se-pdf``) and
+    every page's download menu (the script that puts its own PDF and the book's there) link
+    the printed PDFs: in the browser, on the site opened from disk (file://, nothing served),
+    the landing page's link and the menu's two links lead to the PDFs, which exist."""
     _require()
     intro = SITE / f"{toc_pages()[0]}.html"
-    hrefs = re.findall(r'<a [^>]*href="([^"]+\.pdf)"', intro.read_text(encoding="utf-8"))
-    targets = {os.path.normpath(intro.parent / htmllib.unescape(h)) for h in hrefs}
-    assert str(SITE / "pdf" / "book.pdf") in targets, f"the landing page links no book PDF: {hrefs}"
+    assert 'data-se-pdf="book.pdf"' in intro.read_text(encoding="utf-8"), (
+        "the landing page has no placeholder for the book's PDF")
     for docname in toc_pages():
         page = (SITE / f"{docname}.html").read_text(encoding="utf-8")
         assert re.search(r'<script src="[^"]*_static/pdf-links\.js', page), (
@@ -551,6 +555,11 @@ def test_the_site_links_the_pdfs_offline():
         shutil.rmtree(profile, ignore_errors=True)
         _unavailable(str(exc))
     try:
+        driver.get(intro.as_uri())
+        hrefs = driver.execute_script(
+            "return Array.from(document.querySelectorAll('a[data-se-pdf]')).map(a => a.href);")
+        targets = {Path(urllib.parse.unquote(urllib.parse.urlsplit(u).path)) for u in hrefs}
+        assert SITE / "pdf" / "book.pdf" in targets, f"the landing page links no book PDF: {hrefs}"
         for docname in ("lectures/ep3_temperature", "book/api/tiny"):
             if docname not in toc_pages():
                 continue

@@ -123,7 +123,10 @@ def _parse(path: Path) -> _Links:
 
 def test_every_relative_link_and_anchor_resolves():
     """Every relative href/src of every page points to a file of the site, and every
-    ``page.html#anchor`` to an id on that page (external links are not fetched: no network)."""
+    ``page.html#anchor`` to an id on that page (external links are not fetched: no network).
+    A printed PDF is no exception: the build links none (its links wait as placeholders for
+    ``bash scripts/pdf.sh``); links a page's scripts add are followed in the browser
+    (``test_every_link_a_reader_can_follow_answers``)."""
     _require_site()
     pages = site_pages()
     parsed = {page: _parse(SITE / page) for page in pages}
@@ -143,9 +146,6 @@ def test_every_relative_link_and_anchor_resolves():
             if SITE.resolve() not in target.resolve().parents and target.resolve() != SITE.resolve():
                 broken.append(f"{page}: <{tag}> {ref} leaves the site")
                 continue
-            if not target.is_file() and not (SITE / "pdf").is_dir() and \
-                    target.resolve().is_relative_to((SITE / "pdf").resolve()):
-                continue  # the PDFs, not printed yet (bash scripts/pdf.sh): tests/test_pdf.py
             if not target.is_file():
                 broken.append(f"{page}: <{tag}> {ref} -> missing {target.relative_to(SITE)}")
                 continue
@@ -159,7 +159,8 @@ def test_every_relative_link_and_anchor_resolves():
     assert not broken, f"{len(broken)} broken link(s):\n  " + "\n  ".join(broken)
 
 
-# Pages Sphinx writes that are not part of the reading order.
+# Pages Sphinx writes that are not part of the reading order (and sphinx.ext.viewcode's pages
+# of highlighted source, under _modules/).
 # Generated indexes (Sphinx's, and sphinx-proof's index of theorems, prf-prf.html) are not
 # chapters of the book.
 NOT_IN_READING_ORDER = {"index.html", "genindex.html", "py-modindex.html", "search.html",
@@ -181,7 +182,8 @@ def test_previous_next_links_walk_the_whole_book():
     """From the landing page, the theme's "next" links visit every page of the book exactly once,
     and each page's "previous" link leads back: a reader can read the book front to back."""
     _require_site()
-    pages = [p for p in site_pages() if p not in NOT_IN_READING_ORDER]
+    pages = [p for p in site_pages() if p not in NOT_IN_READING_ORDER
+             and not p.startswith("_modules/")]  # viewcode's highlighted source, not chapters
     start = "book/intro.html"
     assert start in pages, f"no landing page {start}"
     order, page = [], start
@@ -201,7 +203,8 @@ def test_previous_next_links_walk_the_whole_book():
 # Modules that are build machinery, not an API a lecture or a reader calls.
 NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.ahead",
               "standarderror.sphinxext.numbers", "standarderror.sphinxext.pins",
-              "standarderror.sphinxext.site",
+              "standarderror.sphinxext.site", "standarderror.sphinxext.download",
+              "standarderror.sphinxext.status",
               *(f"standarderror.sphinxext.numbers.{m}"
                 for m in ("tokenizer", "settings", "doctree", "scanner", "cli", "configtext",
                           "boxes", "pictures", "codetext"))}
@@ -238,6 +241,147 @@ def test_every_public_module_has_an_api_page():
     assert not missing, ("public modules with no API page (add book/api/<name>.md and list it under "
                          "the API reference in _toc.yml): " + ", ".join(missing))
     assert not empty, "API pages that document no function or class: " + ", ".join(empty)
+
+
+def test_api_pages_link_the_source_they_document():
+    """sphinx.ext.viewcode: every API page links, beside what it documents, the highlighted
+    source on the site (``_modules/``), at the object's own anchor; every such page exists."""
+    _require_site()
+    problems, links = [], 0
+    for path in sorted((SITE / "book" / "api").glob("*.html")):
+        html = path.read_text(encoding="utf-8")
+        found = re.findall(r'<a [^>]*href="([^"]*_modules/[^"]+)"[^>]*><span class="viewcode-link">',
+                           html)
+        if not found:
+            problems.append(f"{path.relative_to(SITE)}: no [source] link")
+        for href in found:
+            links += 1
+            url = urllib.parse.urlsplit(href)
+            target = Path(os.path.normpath(path.parent / urllib.parse.unquote(url.path)))
+            if not target.is_file() or url.fragment not in _parse(target).ids:
+                problems.append(f"{path.relative_to(SITE)}: {href} leads nowhere")
+    assert links > 50, f"only {links} [source] links on the API pages"
+    assert not problems, "\n".join(problems)
+
+
+def _repository() -> dict:
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    return config.get("repository") or {}
+
+
+def test_the_repository_url_is_written_only_in_the_config():
+    """The repository's URL has one home, ``repository.url`` in ``_config.yml``: no other file
+    of the repository writes it (the theme's buttons and the notebook downloads read it)."""
+    url = (_repository().get("url") or "").rstrip("/")
+    assert url.startswith("https://"), f"_config.yml gives no repository url: {url!r}"
+    suffixes = {".md", ".py", ".toml", ".yml", ".yaml", ".sh", ".txt", ".js", ".json", ".cfg",
+                ".css", ".html", ".bib", ".ipynb"}
+    found = []
+    for folder, dirs, files in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "_build")) and d != "node_modules"
+                   or d in (".github", ".ci")]
+        for name in files:
+            path = Path(folder) / name
+            if path.suffix in suffixes or folder.endswith(".ci"):
+                try:
+                    text = path.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError):
+                    continue
+                if url in text and path != ROOT / "_config.yml":
+                    found.append(path.relative_to(ROOT).as_posix())
+    assert not found, f"the repository URL is written outside _config.yml: {found}"
+
+
+def test_the_theme_buttons_lead_to_the_repository():
+    """The theme's repository, issue and edit buttons on a page lead to the repository of
+    ``_config.yml``, the edit button to that page's own source on the configured branch."""
+    _require_site()
+    repo = _repository()
+    url = repo["url"].rstrip("/")
+    page = "lectures/ep3_temperature"
+    html = (SITE / f"{page}.html").read_text(encoding="utf-8")
+
+    def button(kind: str) -> str | None:
+        m = re.search(rf'<a href="([^"]+)"[^>]*class="[^"]*btn-source-{kind}-button', html)
+        return m.group(1) if m else None
+
+    assert button("repository") == url, button("repository")
+    assert (button("issues") or "").startswith(url + "/issues"), button("issues")
+    folder = (repo.get("path_to_book") or "").strip("/")
+    edit = f"{url}/edit/{repo.get('branch', 'main')}/{folder + '/' if folder else ''}{page}.md"
+    assert button("edit") == edit, button("edit")
+
+
+def test_the_execution_status_page_lists_every_notebook_page():
+    """The build writes the execution-status page (``{se-execution-status}``): a Record box
+    with the build's date and machine, and one row per notebook page of the site, each
+    executed in this build with every pin checked, its time and its counts."""
+    _require_site()
+    html = (SITE / "book" / "execution.html").read_text(encoding="utf-8")
+    assert "Record of this build&#8217;s execution" in html or \
+        "Record of this build's execution" in html, "no Record box on the status page"
+    assert "Machine: " in html and "OMP_NUM_THREADS=" in html
+    notebooks = sorted(p[:-5] for p in site_pages() if is_lecture(p))
+    rows = {name: cls for cls, name in re.findall(r'<tr class="([^"]*)" id="status-([\w-]+)"', html)}
+    assert sorted(rows) == sorted(Path(p).name for p in notebooks), rows
+    failed = [name for name, cls in rows.items() if "se-status-ok" not in cls]
+    assert not failed, f"pages not executed and checked in this build: {failed}"
+    for page in notebooks:
+        assert f'href="../{page}.html"' in html, f"the status page does not link {page}"
+
+
+def test_every_notebook_download_reads_well_in_a_plain_renderer():
+    """Each page's ``.ipynb`` download is its executed notebook, written for a renderer without
+    the book's extensions: a first cell on how to install and run it; no MyST role or
+    directive left; every pinned quote of the page's source shown as its number; citations as
+    author-year text with a References cell; every solution after the last exercise; the code
+    cells exactly the page's, in its order, with the build's outputs."""
+    import jupytext
+    import nbformat
+
+    _require_site()
+    problems = []
+    pages = [p[:-5] for p in site_pages() if is_lecture(p)]
+    assert pages, "no notebook page on the site"
+    for page in pages:
+        nb = nbformat.read(SITE / "_sources" / f"{page}.ipynb", as_version=4)
+        nbformat.validate(nb)
+        first = nb.cells[0]
+        if first.cell_type != "markdown" or not all(
+                w in first.source for w in ("git clone", "bash scripts/setup.sh", "jupyter lab")):
+            problems.append(f"{page}: the first cell does not say how to install and run it")
+        markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+        text = "\n\n".join(markdown)
+        left = re.findall(r"\{[\w:-]+\}`[^`]*`|^\s*(?:`{3,}|:{3,})\{[\w:-]+\}.*$", text, re.M)
+        if left:
+            problems.append(f"{page}: MyST left in the Markdown: {left[:3]}")
+        source = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        for body in re.findall(r"\{pin\}`([^`]+)`", source):
+            value = body.partition("=")[2].strip()
+            if not re.search(r"(?<![\w.])" + re.escape(value) + r"(?![\w])", text):
+                problems.append(f"{page}: the quote {body} is not shown as {value}")
+        if re.search(r"\{cite(:\w+)?\}`", source) and not text.rstrip().count("## References"):
+            problems.append(f"{page}: citations but no References cell")
+        exercises = [i for i, m in enumerate(markdown) if re.search(r"\*\*Exercise \d+", m)]
+        solutions = [i for i, m in enumerate(markdown) if "**Solution to Exercise" in m]
+        wanted = source.count("```{solution-start}")
+        if sum(m.count("**Solution to Exercise") for m in markdown) != wanted:
+            problems.append(f"{page}: {wanted} solutions in the source, not all in the download")
+        if solutions and exercises and min(solutions) < max(exercises):
+            problems.append(f"{page}: a solution comes before the last exercise")
+        code = [c.source for c in nb.cells if c.cell_type == "code"]
+        if code != [c.source for c in jupytext.read(ROOT / f"{page}.md").cells
+                    if c.cell_type == "code"]:
+            problems.append(f"{page}: the code cells are not the page's, in its order")
+        executed = SITE.parent / "jupyter_execute" / f"{page}.ipynb"
+        if executed.is_file():
+            built = nbformat.read(executed, as_version=4)
+            if [c.outputs for c in nb.cells if c.cell_type == "code"] != [
+                    c.outputs for c in built.cells if c.cell_type == "code"]:
+                problems.append(f"{page}: the outputs are not the build's")
+    assert not problems, "\n".join(problems)
 
 
 def test_markdown_tables_in_outputs_render_as_tables():
@@ -348,6 +492,18 @@ const report = () => {
     outputs: article.querySelectorAll('.cell_output').length,
     imgs: imgs,
     ipynb: Array.from(document.querySelectorAll('a[href$=".ipynb"]')).map(a => a.href),
+    hrefs: Array.from(document.querySelectorAll('a[href]')).map(a => a.href),
+    pins: Array.from(document.querySelectorAll('.pin')).map(pin => {
+      const wrap = pin.closest('.se-pin-wrap');
+      const note = wrap && document.getElementById(pin.getAttribute('aria-describedby') || '');
+      const q = sel => (note && note.querySelector(sel)) ? note.querySelector(sel).textContent : null;
+      const link = note && note.querySelector('a.se-pin-source');
+      return {quoted: pin.textContent, wrapped: !!wrap, tabindex: pin.getAttribute('tabindex'),
+              noteInWrap: !!(note && wrap.contains(note)), name: q('.se-pin-name'),
+              value: q('.se-pin-value'), rule: q('.se-pin-rule'),
+              link: link ? link.getAttribute('href') : null,
+              hiddenOnLoad: note ? getComputedStyle(note).visibility === 'hidden' : null};
+    }),
     resources: performance.getEntriesByType('resource').map(e => ({name: e.name, status: e.responseStatus})),
   });
 };
@@ -882,7 +1038,8 @@ def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
     reader would have to scroll sideways to see its end): every <pre> of the article, with every
     solution and collapsed block opened, fits its width (scrollWidth <= clientWidth) in a
     window where the column has its full width (COLUMN_WINDOW)."""
-    pages = _reader(visits)
+    pages = {p: r for p, r in _reader(visits).items()
+             if not p.startswith("_modules/")}  # the package's source, 110 columns, scrolls
     problems = [f"{page}: {o['kind']} line of {o['chars']} characters is cut: its column holds "
                 f"{o['fits']}{' (inside a solution or box, narrower than the page)' if o['boxed'] else ''}"
                 f": {o['line']!r}"
@@ -921,6 +1078,242 @@ def test_lecture_pages_show_outputs_reproducibility_and_a_notebook_download(visi
 
     problems = _problems(visits, check)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_every_link_a_reader_can_follow_answers(visits, server):
+    """Every link of every page, as the reader's browser holds it once the page's own scripts
+    have run (the download menu, the PDFs' links), is followed on the site's server: none
+    answers an error (404 and the like). Links outside the site are not followed (offline)."""
+    import urllib.error
+
+    base = f"http://127.0.0.1:{server.server_port}/"
+    first: dict[str, str] = {}
+    for page, r in visits.items():
+        for href in r["hrefs"]:
+            if href.startswith(base):
+                first.setdefault(urllib.parse.urldefrag(href)[0], page)
+    assert len(first) > 50, f"only {len(first)} links on the site's pages"
+    broken = []
+    for url, page in sorted(first.items()):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"),
+                                        timeout=10) as response:
+                status = response.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        if status >= 400:
+            broken.append(f"{page}: {url[len(base):]} answered {status}")
+    assert not broken, f"{len(broken)} of {len(first)} links broken:\n  " + "\n  ".join(broken)
+
+
+def test_the_site_links_only_the_pdfs_it_lists():
+    """The build writes no link into ``pdf/``: a link a page's source writes there is a
+    placeholder (``data-se-pdf``), which ``pdf-links.js`` makes a link where ``_static/pdfs.js``
+    lists its file; and that list names exactly the PDFs in the site's ``pdf/`` folder (none
+    after the build alone, every printed one after ``bash scripts/pdf.sh``)."""
+    from standarderror.sphinxext.site import read_pdf_manifest
+
+    _require_site()
+    folder = SITE / "pdf"
+    printed = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.pdf")) \
+        if folder.is_dir() else []
+    assert read_pdf_manifest(SITE) == printed, "_static/pdfs.js does not list the printed PDFs"
+    linked, placeholders = [], 0
+    for page in site_pages():
+        html = (SITE / page).read_text(encoding="utf-8", errors="replace")
+        placeholders += html.count("data-se-pdf=")
+        for tag, ref in _parse(SITE / page).refs:
+            url = urllib.parse.urlsplit(ref)
+            if url.scheme or url.netloc or not url.path:
+                continue
+            path = os.path.normpath((Path(page).parent / urllib.parse.unquote(url.path)).as_posix())
+            if Path(path).parts[:1] == ("pdf",):
+                linked.append(f"{page}: <{tag}> {ref}")
+    assert not linked, "links into pdf/ written by the build:\n  " + "\n  ".join(linked)
+    assert placeholders, "no PDF placeholder on any page (the landing page links book.pdf)"
+
+
+@pytest.mark.slow
+def test_the_pdf_links_appear_only_where_a_pdf_was_printed(browser, tmp_path):
+    """On a copy of the site: with no PDF printed, no page links one (the landing page's
+    book.pdf stays a placeholder, the download menus offer none); with the book's PDF and one
+    page's printed, exactly those are linked, where they belong, and each answers."""
+    from standarderror.sphinxext.site import pdf_manifest_text
+
+    _require_site()
+    copy = tmp_path / "html"
+    shutil.copytree(SITE, copy, ignore=shutil.ignore_patterns("pdf"))
+    intro, lecture, other = "book/intro", "lectures/ep3_temperature", "lectures/ep1_conformal"
+    script = ("return Array.from(document.querySelectorAll('a[href]'))"
+              ".map(a => a.getAttribute('href')).filter(h => /[.]pdf([#?].*)?$/.test(h)).sort();")
+
+    def visit(printed: list[str]) -> dict[str, list[str]]:
+        (copy / "_static" / "pdfs.js").write_text(pdf_manifest_text(printed))
+        httpd = serve(copy)  # a new port, a new origin: no cached pdfs.js
+        try:
+            base = f"http://127.0.0.1:{httpd.server_port}/"
+            found = {}
+            for page in (intro, lecture, other):
+                browser.get(base + page + ".html")
+                found[page] = browser.execute_script(script)
+                for href in found[page]:
+                    url = urllib.parse.urljoin(base + page + ".html", href)
+                    with urllib.request.urlopen(url, timeout=10) as response:
+                        assert response.status == 200, (page, href)
+            browser.get(base + intro + ".html")
+            placeholder = browser.execute_script(
+                "const a = document.querySelector('a[data-se-pdf=\"book.pdf\"]');"
+                "return a ? a.hasAttribute('href') : null;")
+            found["placeholder linked"] = placeholder
+            return found
+        finally:
+            httpd.shutdown()
+            httpd.server_close()
+
+    none = visit([])
+    assert none == {intro: [], lecture: [], other: [], "placeholder linked": False}, none
+    (copy / "pdf" / "lectures").mkdir(parents=True)
+    for name in ("book.pdf", f"{lecture}.pdf"):
+        (copy / "pdf" / name).write_bytes(b"%PDF-1.4\n%%EOF\n")
+    some = visit(["book.pdf", f"{lecture}.pdf"])
+    # the landing page: its placeholder, and its download menu's book entry (no page PDF)
+    assert some == {intro: ["../pdf/book.pdf", "../pdf/book.pdf"],
+                    lecture: ["../pdf/book.pdf", "../pdf/lectures/ep3_temperature.pdf"],
+                    other: ["../pdf/book.pdf"], "placeholder linked": True}, some
+
+
+@pytest.mark.slow
+def test_every_pinned_number_carries_its_note(visits):
+    """Every pinned number of the site is focusable (tabindex 0) and described
+    (``aria-describedby``) by a note, hidden until hover or focus, that names the pin, shows
+    the full-precision value the code computed (the quote is that value at the quote's
+    precision, by the build's own rule), states the rule it was checked by, and links to the
+    code cell that computed it (an id on that page)."""
+    from standarderror.book import check_quote
+
+    problems, count, ids = [], 0, {}
+    for page, r in visits.items():
+        for pin in r["pins"]:
+            count += 1
+            where = f"{page}: pin {pin['quoted']!r} ({pin['name']})"
+            if not (pin["wrapped"] and pin["noteInWrap"] and pin["tabindex"] == "0"):
+                problems.append(f"{where}: not a focusable number with its note {pin}")
+                continue
+            if not pin["hiddenOnLoad"]:
+                problems.append(f"{where}: its note shows before hover or focus")
+            if not pin["name"] or not pin["rule"]:
+                problems.append(f"{where}: the note lacks the name or the rule: {pin}")
+            try:
+                ok = check_quote(pin["quoted"], float(pin["value"]))[0]
+            except (TypeError, ValueError) as exc:
+                ok = f"{exc}"
+            if ok is not True:
+                problems.append(f"{where}: the note's value {pin['value']!r} is not the quote's ({ok})")
+            link = urllib.parse.urlsplit(pin["link"] or "")
+            if link.fragment != f"se-pinned-{pin['name']}":
+                problems.append(f"{where}: no link to the cell that pinned it ({pin['link']!r})")
+                continue
+            target = page if not link.path else os.path.normpath(
+                (Path(page).parent / link.path).as_posix())
+            if target not in ids:
+                ids[target] = _parse(SITE / target).ids if (SITE / target).is_file() else set()
+            if link.fragment not in ids[target]:
+                problems.append(f"{where}: {pin['link']} names no element of {target}")
+    assert count > 100, f"only {count} pinned numbers on the site"
+    assert not problems, f"{len(problems)} of {count} pins:\n" + "\n".join(problems[:40])
+
+
+# The first pinned number of the article a reader meets with everything closed: visible, not
+# in a collapsed block, whose cell is on this page and not in a collapsed block either.
+_FIRST_PIN = r"""
+const closed = el => !!el.closest('.toggle-hidden, details:not([open])');
+return Array.from(document.querySelectorAll('article .se-pin-wrap > .pin')).find(pin => {
+  const note = document.getElementById(pin.getAttribute('aria-describedby'));
+  const a = note && note.querySelector('a.se-pin-source');
+  const href = a ? a.getAttribute('href') : '';
+  const cell = href.startsWith('#') ? document.getElementById(href.slice(1)) : null;
+  return pin.getClientRects().length && !closed(pin) && cell && !closed(cell);
+}) || null;
+"""
+_NOTE_SHOWN = r"""
+const pin = arguments[0];
+const note = document.getElementById(pin.getAttribute('aria-describedby'));
+const a = document.activeElement;
+return {shown: getComputedStyle(note).visibility === 'visible' && note.getBoundingClientRect().height > 0,
+        active: a === pin ? 'pin' : (a && a.classList.contains('se-pin-source') ? 'link' : a.tagName)};
+"""
+
+
+@pytest.mark.slow
+def test_a_pinned_numbers_note_opens_on_hover_and_focus_and_leads_to_its_cell(server, browser, visits):
+    """On a lecture, as a reader with a mouse and a reader with a keyboard: the note of a pinned
+    number is hidden, shows while the pointer is on the number, and hides when it leaves; Tab
+    from before the number focuses it and shows the note, a second Tab reaches the note's link
+    with the note still open, and Enter on it brings the code cell that computed the value into
+    view; Escape closes the note with focus still on the number. Chromium's accessibility tree
+    gives the number the note's text as its description (what a screen reader reads)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    base = f"http://127.0.0.1:{server.server_port}/"
+    page = "lectures/ep3_temperature.html"
+    browser.get(base + page)
+    browser.execute_async_script(_REPORT)
+    pin = browser.execute_script(_FIRST_PIN)
+    assert pin is not None, f"{page}: no visible pinned number whose cell is on the page"
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", pin)
+    shown = lambda: browser.execute_script(_NOTE_SHOWN, pin)["shown"]  # noqa: E731
+    assert not shown(), "the note shows before hover or focus"
+    ActionChains(browser).move_to_element(pin).perform()
+    assert not _wait_for(lambda: not shown()), "the note does not show on hover"
+    away = browser.find_element(By.CSS_SELECTOR, "header.bd-header, .bd-header")  # sticky: in view
+    ActionChains(browser).move_to_element(away).perform()
+    assert not _wait_for(shown), "the note stays after the pointer left"
+    # the keyboard: from a focusable element just before the number
+    browser.execute_script(
+        "const b = document.createElement('button'); b.id = 'se-test-before'; b.textContent = '.';"
+        "arguments[0].closest('.se-pin-wrap').before(b); b.focus();", pin)
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    state = browser.execute_script(_NOTE_SHOWN, pin)
+    assert state == {"shown": True, "active": "pin"}, f"after Tab: {state}"
+    description = _ax_description(browser, "[id='se-test-before'] + .se-pin-wrap > .pin")
+    name = browser.execute_script(
+        "return document.getElementById(arguments[0].getAttribute('aria-describedby'))"
+        ".querySelector('.se-pin-name').textContent;", pin)
+    assert name in description and "checked by the build" in description, description
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    state = browser.execute_script(_NOTE_SHOWN, pin)
+    assert state == {"shown": True, "active": "link"}, f"after a second Tab: {state}"
+    ActionChains(browser).send_keys(Keys.ENTER).perform()
+    fragment = f"se-pinned-{name}"
+    assert not _wait_for(lambda: browser.execute_script("return location.hash;") != "#" + fragment)
+    assert not _wait_for(lambda: browser.execute_script(_LANDED, fragment)), (
+        f"the cell {fragment} is not in view: {browser.execute_script(_LANDED, fragment)}")
+    # the id sits on the cell, or (a cell that pinned several names) on a span at its start
+    assert browser.execute_script(
+        "return !!document.getElementById(arguments[0]).closest('div.cell');", fragment)
+    # Escape closes the note, focus stays on the number
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});"
+                           "document.getElementById('se-test-before').focus();", pin)
+    ActionChains(browser).send_keys(Keys.TAB).perform()
+    assert shown()
+    ActionChains(browser).send_keys(Keys.ESCAPE).perform()
+    state = browser.execute_script(_NOTE_SHOWN, pin)
+    assert state == {"shown": False, "active": "pin"}, f"after Escape: {state}"
+
+
+def _ax_description(browser, selector: str) -> str:
+    """The accessible description Chromium computes for the element at ``selector``."""
+    root = browser.execute_cdp_cmd("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    node = browser.execute_cdp_cmd("DOM.querySelector", {"nodeId": root, "selector": selector})
+    tree = browser.execute_cdp_cmd("Accessibility.getPartialAXTree",
+                                   {"nodeId": node["nodeId"], "fetchRelatives": False})
+    for ax in tree["nodes"]:
+        if ax.get("description"):
+            return ax["description"].get("value", "")
+    return ""
 
 
 @pytest.mark.slow
@@ -1236,11 +1629,13 @@ def _wait_state(driver, wait, ready, what: str) -> dict:
                     f"{json.dumps(seen)[:2500]}")
 
 
-def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code: int, shot: Path):
+def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code: int, shot: Path,
+                  sentence_from: str | None = None):
     """Open ``path`` by double clicks from the file browser's root, check that it is a notebook
     with ``n_code`` code cells, run its first two code cells with Shift+Enter and check their
     outputs, and check that rendered Markdown shows each of its ``n_quotes`` pinned numbers as
-    its literal (``markdown``: the Markdown cells' text)."""
+    its literal (``markdown``: the Markdown cells' text), and a sentence with a pin, as a
+    reader reads it, of ``sentence_from`` (default: ``markdown``)."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -1265,7 +1660,7 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code:
     quotes = _pin_quotes(markdown)
     rendered = [" ".join(t.split()) for t in state["rendered"] if t]
     assert rendered, f"{path}: no Markdown cell is rendered"
-    sentence = _plain_sentence(markdown)
+    sentence = _plain_sentence(sentence_from or markdown)
     assert any(sentence in t for t in rendered), (
         f"{path}: no rendered Markdown cell reads {sentence!r}; the first one reads:\n{rendered[0][:600]}")
     for t in filter(None, state["rendered"]):
@@ -1273,7 +1668,8 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code:
         shown = [body for body in quotes if body in t]
         assert not shown, f"{path}: a rendered cell shows the pin's name with its number: {shown[:3]}"
     strange = [pin for pin in state["pins"] if pin[0] not in quotes.values()]
-    assert state["pins"] and not strange, f"{path}: pins shown that the source does not quote: {strange}"
+    assert bool(state["pins"]) == bool(n_quotes) and not strange, (
+        f"{path}: pins shown that the source does not quote: {strange}")
     assert len(state["pins"]) == n_quotes, (
         f"{path}: {len(state['pins'])} pinned numbers shown, {n_quotes} quotes in its Markdown cells")
     # Run the first two code cells through the UI: click into each, Shift+Enter.
@@ -1307,7 +1703,9 @@ def test_jupyter_lab_opens_runs_and_renders_a_lecture_in_the_browser(lab):
     its rendered Markdown (jupyterlab-myst, and the book's pin extension) reads each ``{pin}``
     quote as its number; Shift+Enter on the first two code cells prints the table and draws the
     figure. Then the same for the page's notebook download (``.ipynb`` from the built site when
-    there is one, else made by jupytext from the page), with its outputs cleared first.
+    there is one, else made by jupytext from the page), with its outputs cleared first: the
+    download's Markdown is plain (its quotes are numbers already, no pin to render), and reads
+    the same sentence.
     Screenshots (the top, and the cells run): ``_build/screenshots/jupyterlab-*.png``."""
     import jupytext
     import nbformat
@@ -1339,7 +1737,7 @@ def test_jupyter_lab_opens_runs_and_renders_a_lecture_in_the_browser(lab):
             lab["call"](f"/api/kernels/{kernel['id']}", method="DELETE")
         ipynb = (LAB_IPYNB_DIR / f"{stem}.ipynb").relative_to(ROOT).as_posix()
         _open_and_run(driver, wait, ipynb, nb_markdown, len(_PIN_ROLE.findall(nb_markdown)), n_code,
-                      SHOTS / f"jupyterlab-{stem}-ipynb")
+                      SHOTS / f"jupyterlab-{stem}-ipynb", sentence_from=markdown)
     finally:
         driver.quit()
         shutil.rmtree(profile, ignore_errors=True)

@@ -55,7 +55,7 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.sphinxext import ahead, pins, site
+from standarderror.sphinxext import ahead, pins, site, status
 from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
     _code_sources,
@@ -244,14 +244,21 @@ def setup(app):
        ``env-purge-doc`` / ``env-merge-info`` keep the per-page records;
     4. ``env-check-consistency`` (:func:`pins._check_cross_pages`): quotes of values pinned on
        other pages, once every page has been read;
-    5. ``html-page-context``, per page written (:mod:`.site`): the executed notebook offered
-       as a download (before the theme's buttons), repeated inline scripts dropped;
+    5. per page written: the execution-status table filled in (:mod:`.status`, a
+       post-transform, ``{se-execution-status}``); ``doctree-resolved``
+       (:func:`pins.render_pins`): each pinned number with its note (name, computed value,
+       rule, a link to the cell that computed it);
+       ``html-page-context``, per page written (:mod:`.site`): the executed notebook offered
+       as a download (before the theme's buttons), repeated inline scripts dropped, links into
+       the printed PDFs' folder made placeholders;
     6. ``build-finished`` (:func:`_finished`): every problem recorded above is raised, so no
        build with a pin or number problem exits zero; before it, :func:`ahead.finish` keeps
-       any page executed ahead that was never read, a problem too.
+       any page executed ahead that was never read, a problem too, and :func:`site.reset_pdfs`
+       removes the PDFs of an earlier build and lists none in ``_static/pdfs.js``.
     """
     app.connect("html-page-context", site.offer_ipynb, priority=400)
     app.connect("html-page-context", site.dedupe_scripts)
+    app.connect("html-page-context", site.unlink_pdfs)
     site.release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
     # registered only to be refused when set (pins._refuse_pending): no page is excused
@@ -265,9 +272,12 @@ def setup(app):
     app.connect("env-get-outdated", ahead.start)
     app.connect("doctree-read", _doctree_read)
     app.connect("env-check-consistency", pins._check_cross_pages)
+    app.connect("doctree-resolved", pins.render_pins)
+    status.setup(app)
     app.connect("env-purge-doc", pins._purge)
     app.connect("env-merge-info", pins._merge)
     app.connect("build-finished", ahead.finish, priority=400)
+    app.connect("build-finished", site.reset_pdfs, priority=400)
     app.connect("build-finished", _finished)
     return {"version": "0.1", "parallel_read_safe": False, "parallel_write_safe": True,
             "env_version": 2}

@@ -52,6 +52,8 @@ def _ran_now(client) -> bool:
 # (counted before myst-nb folds the outputs into one dict, which keeps only the last).
 _CLIENTS: dict = {}
 _GLUE_COUNTS: dict = {}
+# ... and which code cell output each glued name first (the link of a pinned number's note)
+_GLUE_CELLS: dict = {}
 
 
 def _capture_clients() -> None:
@@ -80,6 +82,7 @@ def _capture_clients() -> None:
                 if name is not None:
                     seen[name] = seen.get(name, 0) + 1
         _GLUE_COUNTS[id(notebook)] = seen
+        _GLUE_CELLS[id(notebook)] = _pinning_cells(notebook)
         return extract(notebook, *args, **kwargs)
 
     create_client._se_wrapped = True
@@ -139,7 +142,19 @@ def _pinned_values(env, document) -> dict:
     temp["se_pinned_doc"] = id(document)
     temp["se_pinned"] = out
     _doc(env, env.docname)["values"] = {k: v for k, (v, why) in out.items() if why is None}
+    _doc(env, env.docname)["cells"] = _GLUE_CELLS.get(id(notebook), {})
     return out
+
+
+def _pinning_cells(notebook) -> dict:
+    """name -> index of the code cell whose output holds the name's pin (the first one)."""
+    cells: dict = {}
+    for i, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            name = ((output.get("metadata") or {}).get("scrapbook") or {}).get("name")
+            if name is not None:
+                cells.setdefault(name, i)
+    return cells
 
 
 def _compare(key: str, quoted: str, raw) -> str | None:
@@ -232,7 +247,7 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
         return problem(str(exc))
     if page is not None:  # checked once every page has been read (_check_cross_pages)
         record["cross"].append((page, key, quoted, lineno))
-        return [pin_node(rawtext, quoted)], []
+        return [_named(pin_node(rawtext, quoted), key, page)], []
     record["quoted"].add(key)
     if _glued(document) is None:
         return problem(f"quote {key}={quoted} has no computed value behind it: "
@@ -255,7 +270,15 @@ def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
     imprecise = _precision(key, quoted, raw)
     if imprecise:
         return problem(imprecise)
-    return [pin_node(rawtext, quoted)], []
+    return [_named(pin_node(rawtext, quoted), key, None)], []
+
+
+def _named(node, key: str, page: str | None):
+    """The pin's span, carrying what its rendering shows (:func:`render_pins`): the name, and
+    the page that pinned it (None: this page)."""
+    node["se_pin_name"] = key
+    node["se_pin_page"] = page
+    return node
 
 
 def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
@@ -361,3 +384,96 @@ def _merge(app, env, docnames, other):
     for d in docnames:
         if d in _state(other):
             _state(env)[d] = _state(other)[d]
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering: a pinned number on the site
+
+
+#: The id of the code cell that pinned ``name``, on its page.
+PINNED_ID = "se-pinned-{name}"
+
+
+def pin_rule(quoted: str, raw) -> str:
+    """In words, the rule by which ``quoted`` was checked against the pinned value ``raw``."""
+    from standarderror.book import BOUNDARY_MARGIN, render
+
+    quote = parse_quote(quoted)
+    value = float(raw)
+    digits = f"{quote.decimals} decimal{'s' if quote.decimals != 1 else ''}"
+    form = f"as a percentage to {digits}" if quote.percent else f"to {digits}"
+    if render(value, quote) == quote.text:
+        rule = f"the computed value, written {form}, is the quote"
+    else:
+        rule = (f"the computed value lies within {BOUNDARY_MARGIN} of a unit of the quote's last "
+                "digit beyond its rounding interval (the boundary margin for last-bit noise)")
+    if 0.5 < abs(value) < 1 - EXACT_BOUND:
+        rule += "; the quote keeps a significant digit of its distance to 1"
+    return rule
+
+
+def _source_doc(state: dict, docname: str, page: str | None) -> str | None:
+    """The docname that pinned a quote's value: this page, or the page a cross-page quote
+    names (its docname, or its last component when one page alone is called that)."""
+    if page is None:
+        return docname
+    if page in state:
+        return page
+    found = [doc for doc in state if doc.rsplit("/", 1)[-1] == page]
+    return found[0] if len(found) == 1 else None
+
+
+def _pin_html(node, k: int, docname: str, state: dict, builder) -> str | None:
+    """The HTML of one pinned number with its note, or None when nothing is known of it."""
+    from html import escape
+
+    key, page = node.get("se_pin_name"), node.get("se_pin_page")
+    source = _source_doc(state, docname, page)
+    record = state.get(source) if source else None
+    if key is None or record is None or key not in record.get("values", {}):
+        return None
+    quoted, raw = node.astext(), record["values"][key]
+    note = f"se-pin-note-{k}"
+    cell = record.get("cells", {}).get(key)
+    where = "" if source == docname else escape(builder.get_relative_uri(docname, source))
+    origin = "" if source == docname else f" on {escape(source)}"
+    link = ("" if cell is None else
+            f' <a class="se-pin-source" href="{where}#{PINNED_ID.format(name=escape(key))}">'
+            f"the code cell that computed it{origin}</a>")
+    return (f'<span class="se-pin-wrap">'
+            f'<span class="pin" tabindex="0" aria-describedby="{note}">{escape(quoted)}</span>'
+            f'<span class="se-pin-note" id="{note}">'
+            f'<span class="se-pin-label">pinned value</span> '
+            f'<code class="se-pin-name">{escape(key)}</code> = '
+            f'<code class="se-pin-value">{escape(str(raw))}</code>. '
+            f'<span class="se-pin-label">checked by the build:</span> '
+            f'<span class="se-pin-rule">{escape(pin_rule(quoted, raw))}</span>.{link}'
+            "</span></span>")
+
+
+def render_pins(app, doctree, docname):
+    """On an HTML page (``doctree-resolved``, after every check): every pinned number becomes a
+    focusable span whose note (shown on hover and on keyboard focus, and its description for a
+    screen reader) gives the pin's name, the full-precision value the code computed, the rule
+    the quote was checked by, and a link to the code cell that computed it, which carries the
+    id :data:`PINNED_ID`."""
+    from docutils import nodes
+
+    from standarderror.sphinxext.numbers.doctree import _is_pin
+
+    if getattr(app.builder, "format", "") != "html":
+        return
+    state = _state(app.env)
+    record = state.get(docname) or {}
+    by_cell: dict = {}
+    for name, index in record.get("cells", {}).items():
+        by_cell.setdefault(index, []).append(PINNED_ID.format(name=name))
+    for cell in doctree.findall(nodes.container):
+        if cell.get("nb_element") == "cell_code" and cell.get("cell_index") in by_cell:
+            cell["ids"].extend(i for i in by_cell[cell["cell_index"]] if i not in cell["ids"])
+    for k, node in enumerate(list(doctree.findall(_is_pin))):
+        if "pin-error" in node.get("classes", []):
+            continue
+        html = _pin_html(node, k, docname, state, app.builder)
+        if html is not None:  # not replace_self: it would give the raw HTML the span's class
+            node.parent.replace(node, nodes.raw("", html, format="html"))
