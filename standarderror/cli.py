@@ -7,8 +7,9 @@ Examples::
     python -m standarderror measure --model ./my-model --task conformal --out results/
     python -m standarderror measure --model ./my-model --task spectral --device cuda
     python -m standarderror export-tiny /tmp/tiny-gpt2   # our model, as a GPT-2 directory
-    python -m standarderror measure --backend openai --base-url http://127.0.0.1:8000 \
-        --model NAME --tokenizer ./my-model --task calibration   # a served model
+    # a served model, its tokenizer beside it; vLLM's offline engine on a GPU
+    python -m standarderror measure --backend openai --base-url http://127.0.0.1:8000 \\
+        --model NAME --tokenizer ./my-model --task calibration
     python -m standarderror measure --backend vllm --model ./my-model --task conformal
 
 Each run writes ``<task>.json`` (results, model, tokenizer, versions, seeds) and PNG figures

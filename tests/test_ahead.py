@@ -214,3 +214,35 @@ def test_the_start_order_is_the_named_slowest_then_the_rest_in_the_given_order()
     assert ahead.order(docs, ["lectures/c", "absent/page", "lectures/a"]) == [
         "lectures/c", "lectures/a", "book/model", "lectures/b"]
     assert ahead.order(docs, None) == docs
+
+
+def test_every_execution_waits_for_late_outputs_and_never_drops_one(monkeypatch):
+    """nbclient skips, without an error, the outputs that arrive more than ``iopub_timeout``
+    seconds after a cell's reply (4 s by default: on a loaded machine a cell's last pins were
+    lost). Every execution, ahead or by MyST-NB, runs with ahead.IOPUB: a longer wait, then a
+    failure instead of a silent drop."""
+    import types
+
+    import myst_nb.core.execute.direct as direct
+
+    from standarderror.sphinxext import ahead
+
+    seen = []
+
+    def run(nb, cwd, **kwargs):
+        seen.append(kwargs)
+        return "ran"
+
+    monkeypatch.setattr(direct, "single_nb_execution", run)
+    for state in (ahead._JOBS, ahead._ENV, ahead._LEFT):
+        state.clear()
+    app = types.SimpleNamespace(config={ahead.AT_ONCE: 1, ahead.FIRST: []})
+    ahead.start(app, object(), set(), set(), set())   # one at a time: MyST-NB's own order
+    direct.single_nb_execution(_notebook("x = 1"), "/book", timeout=60)
+    assert seen == [{"timeout": 60, **ahead.IOPUB}]
+    assert ahead.IOPUB["raise_on_iopub_timeout"] is True and ahead.IOPUB["iopub_timeout"] > 4
+    from nbclient import NotebookClient
+
+    client = NotebookClient(_notebook("x = 1"), **ahead.IOPUB)  # names nbclient knows
+    assert client.iopub_timeout == ahead.IOPUB["iopub_timeout"]
+    assert client.raise_on_iopub_timeout is True

@@ -18,7 +18,8 @@ DNS, a proxy to nowhere). On every page it checks what a reader would notice:
   page, an arrival with the #fragment from another), brings its target into view, visible and
   not under the sticky header;
 * no code line and no printed output line runs past the column (``scrollWidth`` of each
-  ``<pre>`` against its ``clientWidth``, every solution opened, at ``COLUMN_WINDOW``).
+  ``<pre>`` against its ``clientWidth``, every solution opened, at ``COLUMN_WINDOW``), and
+  no page is wider than a phone's screen (``NARROW_WINDOW``);
 
 A screenshot of every page lands in ``_build/screenshots/`` (plus a light and a dark one of a
 lecture figure). Tests that need no browser check that every relative link and ``#anchor`` of
@@ -204,7 +205,7 @@ def test_previous_next_links_walk_the_whole_book():
 NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.ahead",
               "standarderror.sphinxext.numbers", "standarderror.sphinxext.pins",
               "standarderror.sphinxext.site", "standarderror.sphinxext.download",
-              "standarderror.sphinxext.status",
+              "standarderror.sphinxext.status", "standarderror.sphinxext.numbering",
               *(f"standarderror.sphinxext.numbers.{m}"
                 for m in ("tokenizer", "settings", "doctree", "scanner", "cli", "configtext",
                           "boxes", "pictures", "codetext"))}
@@ -328,8 +329,45 @@ def test_the_execution_status_page_lists_every_notebook_page():
     assert sorted(rows) == sorted(Path(p).name for p in notebooks), rows
     failed = [name for name, cls in rows.items() if "se-status-ok" not in cls]
     assert not failed, f"pages not executed and checked in this build: {failed}"
+    linked = {os.path.normpath(f"book/{href}") for href in re.findall(r'href="([^"#]+)"', html)}
     for page in notebooks:
-        assert f'href="../{page}.html"' in html, f"the status page does not link {page}"
+        assert f"{page}.html" in linked, f"the status page does not link {page}"
+
+
+def test_numbers_restart_with_each_page():
+    """Figures, tables, equations, theorems and exercises are numbered per page (N.1, N.2, ...):
+    every numbered object of a page carries the page's number N, each kind counts from N.1 in
+    the page's order, and Episode k's number is k (the model page, the first page with a
+    numbered object, is 0)."""
+    _require_site()
+    problems, chapters = [], {}
+    for page in site_pages():
+        html = (SITE / page).read_text(encoding="utf-8")
+        found = re.findall(r'<span class="caption-number">([A-Z][a-z.]*) (\d+)\.(\d+) </span>',
+                           html)
+        found += [("equation", a, b) for a, b in re.findall(r'class="eqno">\((\d+)\.(\d+)\)',
+                                                             html)]
+        bare = re.findall(r'<span class="caption-number">[A-Z][a-z.]* \d+ </span>|'
+                          r'class="eqno">\(\d+\)', html)
+        if bare:
+            problems.append(f"{page}: numbers without the page's number: {bare[:3]}")
+        if not found:
+            continue
+        numbers = {int(a) for _, a, _ in found}
+        if len(numbers) != 1:
+            problems.append(f"{page}: numbered under several page numbers {sorted(numbers)}")
+        chapters[page] = numbers.pop()
+        for kind in {k for k, _, _ in found}:
+            seq = [int(b) for k, _, b in found if k == kind]
+            if sorted(seq) != list(range(1, len(seq) + 1)):
+                problems.append(f"{page}: {kind} numbered {seq}, not 1, 2, ...")
+    for k in range(1, 6):
+        page = next((p for p in chapters if re.search(rf"lectures/ep{k}_", p)), None)
+        if page is None or chapters[page] != k:
+            problems.append(f"Episode {k} is numbered {chapters.get(page)}, not {k}")
+    assert not problems, "\n".join(problems)
+    ep3 = (SITE / next(p for p in chapters if "ep3_" in p)).read_text(encoding="utf-8")
+    assert '<span class="caption-number">Theorem 3.1 </span>' in ep3
 
 
 def test_every_notebook_download_reads_well_in_a_plain_renderer():
@@ -502,7 +540,7 @@ const report = () => {
               noteInWrap: !!(note && wrap.contains(note)), name: q('.se-pin-name'),
               value: q('.se-pin-value'), rule: q('.se-pin-rule'),
               link: link ? link.getAttribute('href') : null,
-              hiddenOnLoad: note ? getComputedStyle(note).visibility === 'hidden' : null};
+              hiddenOnLoad: note ? getComputedStyle(note).display === 'none' : null};
     }),
     resources: performance.getEntriesByType('resource').map(e => ({name: e.name, status: e.responseStatus})),
   });
@@ -667,11 +705,19 @@ return Array.from(article.querySelectorAll('pre')).filter(
 });
 """
 
-# The window in which code lines are measured. From 1440 px up the article column is at its
-# full width, and a code cell's <pre> holds 89 characters of the 14 px monospace font: room for
-# the 88-character lines the lectures keep to (inside a solution or other box, 81). At 1280 px
-# the page's own table of contents takes a column and leaves 77; at 1024 px it folds away (85).
-COLUMN_WINDOW = (1440, 1000)
+# The window in which code lines are measured: 1280 px, a laptop's, where the page's own table
+# of contents takes a column and the code is set smaller to hold the lectures' 88-character
+# lines (book.css). NARROW_WINDOW: a phone's, where no page may be wider than the screen.
+COLUMN_WINDOW = (1280, 900)
+NARROW_WINDOW = (390, 844)
+_PAGE_WIDTH = """
+return {width: document.documentElement.scrollWidth, client: document.documentElement.clientWidth,
+        wide: Array.from(document.querySelectorAll('.bd-article *')).filter(el => {
+          const r = el.getBoundingClientRect();
+          return r.width > 0 && r.right > document.documentElement.clientWidth + 1
+                 && !el.closest('pre, table, mjx-container, .highlight, .output, .cell_output');
+        }).slice(0, 3).map(el => el.tagName + '.' + el.className)};
+"""
 
 # Kinds of numbered element a link text may name ("Theorem 2", "Exercise 3.1").
 _KINDS = ("Theorem|Lemma|Definition|Corollary|Proposition|Conjecture|Axiom|Remark|Example|"
@@ -789,6 +835,8 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
     browser.set_window_size(*COLUMN_WINDOW)
     try:
         found["overflow"] = browser.execute_script(_OVERFLOW)
+        browser.set_window_size(*NARROW_WINDOW)
+        found["narrow"] = browser.execute_script(_PAGE_WIDTH)
     finally:
         browser.set_window_size(size["width"], size["height"])
     return found
@@ -1037,7 +1085,7 @@ def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
     """No line of code, and no printed line of output, runs past the page's column (so that a
     reader would have to scroll sideways to see its end): every <pre> of the article, with every
     solution and collapsed block opened, fits its width (scrollWidth <= clientWidth) in a
-    window where the column has its full width (COLUMN_WINDOW)."""
+    laptop's window (COLUMN_WINDOW, 1280 px)."""
     pages = {p: r for p, r in _reader(visits).items()
              if not p.startswith("_modules/")}  # the package's source, 110 columns, scrolls
     problems = [f"{page}: {o['kind']} line of {o['chars']} characters is cut: its column holds "
@@ -1045,6 +1093,17 @@ def test_no_code_or_output_line_is_cut_off_at_the_column(visits):
                 f": {o['line']!r}"
                 for page, r in pages.items() for o in r["overflow"]]
     assert not problems, f"{len(problems)} block(s) with cut lines:\n" + "\n".join(problems)
+
+
+@pytest.mark.slow
+def test_no_page_is_wider_than_a_phone(visits):
+    """At 390 px no page is wider than the screen: code wraps, and wide tables and display
+    maths scroll inside their own box (book.css)."""
+    wide = [f"{page}: {r['narrow']['width']} px wide, {r['narrow']['wide']}"
+            for page, r in _reader(visits).items()
+            if not page.startswith("_modules/")
+            and r["narrow"]["width"] > r["narrow"]["client"] + 1]
+    assert not wide, f"{len(wide)} page(s) wider than {NARROW_WINDOW[0]} px:\n" + "\n".join(wide)
 
 
 @pytest.mark.slow
@@ -1240,7 +1299,7 @@ _NOTE_SHOWN = r"""
 const pin = arguments[0];
 const note = document.getElementById(pin.getAttribute('aria-describedby'));
 const a = document.activeElement;
-return {shown: getComputedStyle(note).visibility === 'visible' && note.getBoundingClientRect().height > 0,
+return {shown: getComputedStyle(note).display !== 'none' && note.getBoundingClientRect().height > 0,
         active: a === pin ? 'pin' : (a && a.classList.contains('se-pin-source') ? 'link' : a.tagName)};
 """
 
@@ -1336,6 +1395,26 @@ def test_search_finds_pages(server, browser, visits):
         for href in hits:
             path = urllib.parse.urlsplit(href).path
             assert (SITE / path).is_file(), f"search result {href} points to no page"
+    # "temperature": the lectures on it come before the API reference, and no snippet shows
+    # raw TeX; the search page shows one search box, its own
+    browser.get(base + "search.html?q=temperature")
+    WebDriverWait(browser, 30).until(lambda d: d.execute_script(
+        "const s = document.querySelector('#search-results');"
+        "return s && s.querySelectorAll('li p.context').length >= 3;"))
+    hits = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#search-results li')).map(li => "
+        "[li.querySelector('a').getAttribute('href'), "
+        "(li.querySelector('p.context') || {}).textContent || '']);")
+    first_api = next((i for i, (h, _) in enumerate(hits) if "/api/" in h or "api/" in h[:4]),
+                     len(hits))
+    lectures = [i for i, (h, _) in enumerate(hits) if "lectures/" in h]
+    assert lectures and max(lectures) < first_api, [h for h, _ in hits][:12]
+    raw = [(h, t[:80]) for h, t in hits if re.search(r"\\[(\[]|\\[A-Za-z]+\{", t)]
+    assert not raw, f"snippets with raw TeX: {raw[:3]}"
+    boxes = browser.execute_script(
+        "return Array.from(document.querySelectorAll('input[type=search], input[name=q]'))"
+        ".filter(i => i.offsetParent !== null && i.getBoundingClientRect().width > 0).length;")
+    assert boxes == 1, f"{boxes} search boxes on the search page"
 
 
 @pytest.mark.slow

@@ -16,9 +16,20 @@
       w.classList.remove("se-pin-dismissed");
     }
   };
+  // A note that would run past the right edge of the window opens leftwards instead.
+  const place = event => {
+    const note = event.currentTarget.querySelector(".se-pin-note");
+    if (!note) return;
+    note.classList.remove("se-pin-flip");
+    if (note.getBoundingClientRect().right > document.documentElement.clientWidth) {
+      note.classList.add("se-pin-flip");
+    }
+  };
   const setup = () => wraps().forEach(w => {
     w.addEventListener("mouseleave", reopen);
     w.addEventListener("focusout", reopen);
+    w.addEventListener("mouseenter", place);
+    w.addEventListener("focusin", place);
   });
   if (document.readyState === "loading") {
     document.addEventListener("DOMContentLoaded", setup);

@@ -55,7 +55,7 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.sphinxext import ahead, pins, site, status
+from standarderror.sphinxext import ahead, numbering, pins, site, status
 from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
     _code_sources,
@@ -242,7 +242,9 @@ def setup(app):
        :func:`pins._capture_clients`); then ``doctree-read`` (:func:`_doctree_read`) scans the
        page's numbers (:mod:`.numbers`), its execution, and pins its prose never quotes;
        ``env-purge-doc`` / ``env-merge-info`` keep the per-page records;
-    4. ``env-check-consistency`` (:func:`pins._check_cross_pages`): quotes of values pinned on
+    4. ``env-get-updated`` (:func:`numbering.per_page`, after Sphinx's own numbering): figures,
+       tables, equations, theorems and exercises numbered per page (``3.1, 3.2, ...``);
+       ``env-check-consistency`` (:func:`pins._check_cross_pages`): quotes of values pinned on
        other pages, once every page has been read;
     5. per page written: the execution-status table filled in (:mod:`.status`, a
        post-transform, ``{se-execution-status}``); ``doctree-resolved``
@@ -271,6 +273,7 @@ def setup(app):
     app.add_config_value(ahead.FIRST, [], "", types=[list])
     app.connect("env-get-outdated", ahead.start)
     app.connect("doctree-read", _doctree_read)
+    app.connect("env-get-updated", numbering.per_page, priority=900)
     app.connect("env-check-consistency", pins._check_cross_pages)
     app.connect("doctree-resolved", pins.render_pins)
     status.setup(app)

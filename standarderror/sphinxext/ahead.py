@@ -26,6 +26,11 @@ What does not change, by construction:
   a sum's order. A build with a single notebook page (``scripts/page.sh``) is left to MyST-NB:
   alone, a page is faster with its threads spinning (Episode 5: 62 s against 72 s).
 
+**No output is lost.** nbclient waits :data:`IOPUB` ``["iopub_timeout"]`` seconds after a cell's
+reply for the cell's last outputs, and by default skips what has not arrived by then, without
+an error; on a loaded machine a cell's last ``pin()`` displays arrived later and were dropped.
+Every execution of a page, ahead or by MyST-NB, waits longer and fails instead of dropping.
+
 Only ``execution_mode: force`` with execution in the page's directory is run ahead (the book's
 configuration); anything else is left to MyST-NB, page by page. When a page fails, the build
 stops as before; pages not yet started are not started, and those running finish before the
@@ -44,6 +49,10 @@ from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
+
+#: nbclient's settings for the outputs that follow a cell's reply: wait up to two minutes,
+#: and fail the page rather than drop an output (see the module docstring).
+IOPUB = {"iopub_timeout": 120, "raise_on_iopub_timeout": True}
 
 AT_ONCE = "se_pages_at_once"
 FIRST = "se_slowest_pages"
@@ -73,7 +82,7 @@ def _wrap_execution() -> None:
         with _LOCK:
             job = _JOBS.pop(docname, None) if docname else None
         if job is None:
-            return run(nb, cwd, **kwargs)
+            return run(nb, cwd, **kwargs, **IOPUB)
         before, planned, future = job
         if _content(nb) != _content(before) or {"cwd": str(cwd), **kwargs} != planned:
             future.cancel()
@@ -135,12 +144,12 @@ def start(app, env, added, changed, removed) -> list[str]:
     n = app.config[AT_ONCE]
     if not isinstance(n, int) or n < 1:
         raise ExtensionError(f"{AT_ONCE} must be an integer of at least 1, got {n!r}")
+    _wrap_execution()  # every execution with IOPUB, ahead or not
     if n == 1:
         return []
     pages = _notebooks(env)
     if len(pages) < 2:  # nothing to run beside it: the page is MyST-NB's, threads as they are
         return []
-    _wrap_execution()
     import myst_nb.core.execute.direct as direct
 
     run = direct.single_nb_execution._se_run
@@ -153,7 +162,7 @@ def start(app, env, added, changed, removed) -> list[str]:
     _POOL.append(pool)
     for docname, nb, kw in pages:
         before = copy.deepcopy(nb)
-        future = pool.submit(run, nb, **kw)
+        future = pool.submit(run, nb, **kw, **IOPUB)
         with _LOCK:
             _JOBS[docname] = (before, kw, future)
     logger.info(f"[ahead] executing {len(pages)} notebook pages, {n} at a time")
