@@ -21,6 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from standarderror import _kernel
+
+# The process a page runs in: every page imports this module, so importing it prepares the
+# kernel (codec lookup, a warnings filter, the allocator; see standarderror._kernel). The
+# library modules themselves change nothing in the process.
+_kernel.prepare()
+
 #: The mime-type prefix myst-nb uses for glued values that are not displayed.
 GLUE_PREFIX = "application/papermill.record/"
 #: The variables that force the libraries' own choices of CPU kernels and their blocking

@@ -55,6 +55,7 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
+from standarderror import _kernel
 from standarderror.sphinxext import ahead, pins, site
 from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
@@ -252,7 +253,8 @@ def setup(app):
     """
     app.connect("html-page-context", site.offer_ipynb, priority=400)
     app.connect("html-page-context", site.dedupe_scripts)
-    site.release_codec_hijack()
+    # normal codec lookup in the Sphinx process (sphinxcontrib-bibtex's "ulatex")
+    _kernel.release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
     # registered only to be refused when set (pins._refuse_pending): no page is excused
     app.add_config_value("se_pending", {}, "env", types=[dict])

