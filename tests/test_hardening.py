@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 
-def test_unknown_codec_raises_lookup_error_after_import():
-    """``future-typing``'s .pth hook makes every codec name resolve; importing standarderror
-    undoes it, in a fresh interpreter of this environment."""
+def test_unknown_codec_raises_lookup_error_in_a_pages_kernel():
+    """``future-typing``'s .pth hook makes every codec name resolve; the book's kernel set-up
+    (importing standarderror.book) undoes it, in a fresh interpreter of this environment."""
     code = (
         "import codecs\n"
-        "import standarderror\n"
+        "import standarderror.book\n"
         "try:\n"
         "    codecs.lookup('no-such-codec-xyz')\n"
         "except LookupError:\n"

@@ -151,9 +151,9 @@ def training_remainder(directory: Path | str, *, trust_card: bool = False) -> st
     return rest
 
 
-def windows(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
-    """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays: the
-    batches of :func:`standarderror.llm.windows.windows` on the encoded text, stacked."""
+def _stacked(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
+    """The windows of :func:`standarderror.llm.windows.windows` (the one window rule) on the
+    encoded ``text``, their batches stacked into one (x, y) pair of arrays."""
     from standarderror.llm import tiny
 
     pairs = list(tiny.windows(tiny.encode(text, stoi), count, size, seed, block=block))
@@ -190,7 +190,7 @@ def shift_control(directory: Path | str, steps, *, seeds=(0, 1), count: int = 10
     block = info["config"]["block"]
     texts = {"same play": training_remainder(directory, trust_card=trust_card),
              "test plays": tiny.split("test")}
-    draws = {(name, s): windows(t, count, size, s, block=block, stoi=stoi)
+    draws = {(name, s): _stacked(t, count, size, s, block=block, stoi=stoi)
              for name, t in texts.items() for s in seeds}
     out = {name: {k: np.empty((len(seeds), len(steps))) for k in ("temperature", "gap", "loss")}
            for name in texts}

@@ -69,6 +69,27 @@ from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin
 
 logger = logging.getLogger(__name__)
 
+#: The MyST-NB release the run-time replacements below were checked against; a test fails on
+#: any other installed version, so an upgrade is read against them before it is taken.
+MYST_NB_CHECKED = "1.4.0"
+#: MyST-NB functions this extension replaces at run time (module, attribute, by whom). Each
+#: wrapper calls the original and only adds: see ARCHITECTURE.md, "MyST-NB internals".
+MYST_NB_REPLACED = (
+    ("myst_nb.sphinx_", "create_client", "pins._capture_clients"),
+    ("myst_nb.core.execute.base", "extract_glue_data", "pins._capture_clients"),
+    ("myst_nb.core.execute.direct", "single_nb_execution", "ahead._wrap_execution"),
+    ("myst_nb.core.read", "read_myst_markdown_notebook", "numbers.cli._read_pages"),
+    ("myst_nb.core.read", "standard_nb_read", "numbers.cli._read_pages"),
+)
+#: MyST-NB internals read, not replaced (module, attribute).
+MYST_NB_READ = (
+    ("myst_nb.core.execute", "NotebookClientDirect"),
+    ("myst_nb.core.execute", "NotebookClientInline"),
+    ("myst_nb.sphinx_", "NbMetadataCollector"),
+    ("myst_nb.core.read", "create_nb_reader"),
+    ("myst_nb.core.nb_to_tokens", "nb_node_to_dict"),
+)
+
 
 def _check_numbers(app, doctree):
     from standarderror.sphinxext import numbers
