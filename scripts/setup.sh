@@ -67,11 +67,10 @@ else
   fi
 fi
 # rfc3987-syntax: an optional extra of jsonschema (the "iri" string formats), pulled in through
-# jupyter-events. jsonschema imports it when present, and it builds 38 lark grammars on import:
-# 2.4 s in every process that loads nbformat (each pytest process and xdist worker, the book
-# build), measured as 3.0 s -> 0.56 s for `python -c "import nbformat"` and 56 s -> 50 s for the
-# fast tier on 2026-12-03. Nothing here validates an IRI; jsonschema skips the format without it.
-# Checked on every run (0.09 s), so a venv installed before this line loses it too.
+# jupyter-events. jsonschema imports it when present, and it builds 38 lark grammars on import,
+# seconds in every process that loads nbformat (each pytest process and xdist worker, the book
+# build). Nothing here validates an IRI; jsonschema skips the format without it. Checked on
+# every run, so any venv loses it.
 if .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('rfc3987_syntax') is None)"; then
   $PIP uninstall -q -y rfc3987-syntax
 fi

@@ -57,8 +57,7 @@ def test_notebooks_come_from_source_unless_ci_asks_for_the_build(monkeypatch):
 @pytest.mark.slow  # a fresh interpreter collecting the pages
 def test_a_run_leaves_no_temporary_directory_behind(tmp_path):
     """The pages converted from source share one temporary directory, removed at the end: a
-    collection in a fresh interpreter (TMPDIR pointed at an empty directory) leaves it empty.
-    Until 2026-12-03 every page made a directory and only the last was removed."""
+    collection in a fresh interpreter (TMPDIR pointed at an empty directory) leaves it empty."""
     env = {**os.environ, "TMPDIR": str(tmp_path), "NOTEBOOKS_FROM": "source"}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-n", "0", "-p", "no:cacheprovider", "--collect-only",
@@ -310,9 +309,9 @@ def test_rerun_arithmetic_may_be_an_emulated_cpu_and_others_keep_the_machines_ke
 
 def test_the_kernel_starts_in_the_rerun_arithmetic_with_the_whole_environment(monkeypatch):
     """_KernelEnv swaps the process environment for the kernel's while nbval starts the
-    kernel. kernel_env() must be read before the swap: read after os.environ was cleared, it
-    saw no RERUN_ARITHMETIC and handed the kernel an empty environment, so CI's re-execution
-    in "another arithmetic" ran the build's kernels (found on 2026-12-02)."""
+    kernel. kernel_env() must be read before the swap: read after os.environ is cleared, it
+    sees no RERUN_ARITHMETIC and hands the kernel an empty environment, and a re-execution
+    in "another arithmetic" would run the build's kernels."""
     monkeypatch.setenv("RERUN_ARITHMETIC", "default/1")
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
     seen: dict = {}

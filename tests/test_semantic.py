@@ -212,9 +212,8 @@ def test_the_sampler_runs_a_float64_copy_of_the_model(loaded):
 def test_sampled_answers_do_not_depend_on_the_cpu_kernels():
     """Episode 5's test split, its first 64 questions (one block of the tree), m = 20 at
     T = 0.5, sampled under torch's portable kernels and under the CPU's best: the same
-    answers. With float32 logits they differed on the machine of 2026-12-02 (an Intel Xeon
-    with AVX-512; torch's default kernels round the logits differently), and every number
-    of the episode moved with them."""
+    answers (with float32 logits they differ on an AVX-512 CPU: torch's default kernels round
+    the logits differently)."""
     import json
     import os
     import subprocess

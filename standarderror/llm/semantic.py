@@ -26,10 +26,9 @@ The sampler runs the model in float64 (:func:`_float64`, a copy of the committed
 weights, exactly widened). A draw compares a uniform number with the cumulative next-token
 probabilities, so it follows the last bits of the logits, and float32 logits differ in their
 last bits with the CPU's kernels (``ATEN_CPU_CAPABILITY``): with float32 logits torch's
-``default`` kernels sampled other answers than its AVX2 and AVX-512 kernels (2,908 distinct
-strings on Episode 5's splits against 2,887, measured 2026-12-02), and every number computed
-from them moved. In float64 the kernels still differ in their last bits, but a uniform falls
-between two such cumulative probabilities with odds of order 1e-16 a draw.
+``default`` kernels sample other answers than its AVX2 and AVX-512 kernels. In float64 the
+kernels still differ in their last bits, but a uniform falls between two such cumulative
+probabilities with odds of order 1e-16 a draw.
 """
 
 from __future__ import annotations
@@ -260,10 +259,9 @@ def prefetch_embedder() -> threading.Thread:
     Importing sentence-transformers and reading the model take seconds, all in Python, while
     sampling answers spends most of its time in torch's kernels, which release the GIL; a page
     that samples first and embeds next overlaps the two. The overlap is small for the tiny
-    model's sampler, which takes the GIL back between kernels thousands of times: measured on
-    Episode 5's development answers (2-core Xeon, 2026-12-03), sampling alone 2.7 s and the
-    load alone 4.4 s, together 6.9 s. :func:`embed` waits for the load; a load that failed is
-    retried there, where its error is raised.
+    model's sampler, which takes the GIL back between kernels thousands of times.
+    :func:`embed` waits for the load; a load that failed is retried there, where its error is
+    raised.
 
     While it runs, the calling thread must not import ``transformers`` or names from it that
     it has not imported yet: transformers' lazy module is not safe to import from two threads

@@ -37,7 +37,7 @@ from .pictures import picture_problems
 from .settings import _ISO_DATE, _phrase_hits
 from .tokenizer import _ADDRESS, FRACTIONS, NUMBER, SUPERSCRIPTS, is_math_checked, tokens, word_numbers
 
-#: The rules of the third round of the check (issue 24), by name: every page meets all of
+#: The rules of the check, by name: every page meets all of
 #: them (the findings name the rule they break).
 RULES = {
     "settings": "a setting phrase holds words, and its numbers are code literals or labels",
