@@ -109,13 +109,25 @@ def _check_numbers(app, doctree):
          if c.get("cell_type") == "code"})
     page_phrases, setting_problems = numbers.read_settings(path)
     refused = numbers.declaration_problems(page_phrases, literals)
-    book = app.config[numbers.CONFIG_KEY] or []
-    phrases = [str(p) for p in book] + page_phrases
-    findings = numbers.scan(doctree, phrases, typed, executes=bool(_code_sources(client)))
+    book = [str(p) for p in app.config[numbers.CONFIG_KEY] or []]
+    inferred = numbers.inferred_settings(_code_sources(client))
+    executes = bool(_code_sources(client))
+    findings = numbers.scan(doctree, book + page_phrases + inferred, typed, executes=executes)
     record["numbers"] = [f.as_dict() for f in findings]
     record["setting_problems"] = setting_problems + refused
     used = {f.phrase for f in findings if f.phrase}
     record["unused_settings"] = [p for p in page_phrases if p not in used]
+    record["inferred_settings"] = sorted({f.phrase for f in findings if f.phrase
+                                          and f.phrase not in page_phrases
+                                          and f.phrase not in book})
+    if numbers.settings.WANT_REDUNDANT:
+        without = numbers.scan(doctree, book + inferred, typed, executes=executes)
+        drawn = len(numbers.drawn_problems(_code_sources(client), book + page_phrases))
+        record["redundant_settings"] = [
+            p for p in numbers.redundant_settings(page_phrases, findings, without,
+                                                  _code_sources(client))
+            if len(numbers.drawn_problems(_code_sources(client), book + [
+                q for q in page_phrases if q != p])) == drawn]   # no figure text needs it
 
     def report(full, rule="", line=None):
         record["problems"].append(full)
@@ -124,7 +136,8 @@ def _check_numbers(app, doctree):
     for msg in numbers.literal_pin_problems(_code_sources(client), page_phrases):
         report(f"pin {shown}: {msg}")
     record["code_problems"] = (numbers.code_picture_problems(_code_sources(client))
-                               + numbers.drawn_problems(_code_sources(client), phrases))
+                               + numbers.drawn_problems(_code_sources(client),
+                                                        book + page_phrases))
     for msg in record["code_problems"]:
         report(f"number {shown}: {msg}", "pictures")
     for msg in setting_problems:
