@@ -4,7 +4,7 @@
 #
 # Versions: by default every package is installed at the exact version of lock.txt, the versions
 # the book's numbers were measured with (a constraints file: `pip install -c lock.txt`; see the
-# README, "The lock file"). LOCK=0 installs the newest releases that pyproject.toml's ranges
+# docs/install.md, "The lock file"). LOCK=0 installs the newest releases that pyproject.toml's ranges
 # allow instead (upgrading what is installed), torch excepted; scripts/lock.sh rewrites lock.txt
 # from a clean install.
 #
@@ -93,7 +93,7 @@ else:
 assert not cuda, f"a CUDA build of torch ({version}: {cuda}) is installed; reinstall a CPU build"
 print(f"setup: torch {version} (CPU), python", platform.python_version())
 PY
-# Jupyter (README, "Reading a lecture in Jupyter"), in this venv only: a double click opens a
+# Jupyter (docs/jupyter.md), in this venv only: a double click opens a
 # lecture as a notebook (jupytext's documented default viewer, as a JupyterLab settings override
 # of our own in overrides.d, which also turns autosave off), and a {pin} quote reads as its
 # number (the standarderror-pins extension, prebuilt: plain files to copy).

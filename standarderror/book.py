@@ -40,7 +40,7 @@ KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_ENABLE_INSTRUC
 #: Values of ``ATEN_CPU_CAPABILITY`` an arithmetic may name (``native``: unset, torch's choice).
 CAPABILITIES = ("native", "default", "avx2", "avx512")
 #: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
-#: together (README, "Emulating another CPU").
+#: together (docs/arithmetic.md, "Emulating another CPU").
 EMULATED_CPUS = {
     "laptop": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
                "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},
