@@ -534,8 +534,10 @@ def redundant_settings(page_phrases: list[str], findings: list, without: list,
     """The page's declared phrases that the inference covers: every number a phrase declares
     (``findings``, the scan with it) is declared without the page's phrases too (``without``,
     the same scan with only the inferred and book-wide ones), and no pin of the code's
-    literals needs it (:func:`literal_pin_problems`). A phrase that declares nothing is not
-    listed here (the build's note names it)."""
+    literals needs it (:func:`literal_pin_problems`). A phrase that declares nothing (its
+    occurrences, if any, are in maths or code) is listed too, unless the code's text holds it:
+    an output may show it, and the command line executes nothing. The build also keeps a
+    phrase that a figure's text needs (:func:`.codetext.drawn_problems`)."""
     def key(f):
         return (f.number, f.line, f.kind, f.context)
 
@@ -546,10 +548,10 @@ def redundant_settings(page_phrases: list[str], findings: list, without: list,
     out = []
     for phrase in page_phrases:
         mine = [f for f in findings if f.phrase == phrase]
-        if not mine:
-            continue
         if any(_number_value(t.text) in pinned for t in tokens(phrase)):
             continue
+        if not mine and any(_phrase_hits(source, [phrase]) for source in sources):
+            continue    # an output may show it (the command line executes nothing)
         if all(any(g.cls != "bare" for g in after.get(key(f), [])) for f in mine):
             out.append(phrase)
     return out
