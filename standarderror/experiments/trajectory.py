@@ -25,10 +25,10 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
 
     Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.weights.load` from
     ``directory`` and run on the same held-out windows, the ones
-    ``coverage.predictions(count, size, seed, split=split)`` uses; then
+    ``llm.predictions.predictions(count, size, seed, split=split)`` uses; then
     :func:`checkpoint_metrics` is applied. The windows are drawn once and reused for every
     checkpoint (building a split's text is the slow part); the predictions are identical to
-    ``coverage.predictions(..., model=tiny.load(step, directory=directory))``, which a test
+    ``predictions(..., model=tiny.load(step, directory=directory))``, which a test
     checks.
 
     Parameters
@@ -79,8 +79,8 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
     The windows are ``tiny.batches(split, count, size, seed)`` at the run's context length,
     drawn once for every checkpoint; each checkpoint is loaded (hash-verified) with
     :func:`standarderror.llm.weights.load` and run on them by
-    :func:`standarderror.llm.predictions.on_windows`, the arithmetic of the seed's
-    ``cv.predictions``. Arguments as for :func:`trajectory`.
+    :func:`standarderror.llm.predictions.on_windows`, the arithmetic of
+    :func:`standarderror.llm.predictions.predictions`. Arguments as for :func:`trajectory`.
 
     Returns
     -------
