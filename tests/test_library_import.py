@@ -12,11 +12,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Every module of the library: the package, its four subpackages and their modules (not the
-#: book toolkit: book, plots, sphinxext, _kernel).
+#: Every module of the library: the package, its four subpackages and their modules, and the
+#: command line (not the book toolkit: book, plots, sphinxext, _kernel).
 LIBRARY = ("standarderror",
            "standarderror.uncertainty", "standarderror.spectral", "standarderror.llm",
-           "standarderror.experiments")
+           "standarderror.experiments", "standarderror.cli")
 
 _PROBE = r"""
 import atexit, codecs, ctypes, gc, importlib, json, os, pkgutil, sys, warnings
