@@ -1,4 +1,4 @@
-"""Benchmark: peak memory of every public array function at a million rows (issue 12).
+"""Benchmark: peak memory of every public array function at a million rows.
 
 Each case builds its inputs first (synthetic, seeded: 10^6 predictions over 10 classes in
 windows of 64, confidences, labels, sets), then calls one public function with
@@ -14,10 +14,8 @@ the functions that run the model (``temperature_table`` without ``data``, ``traj
 
 Run: ``python benchmarks/bench_memory.py [--rows 1000000] [--only NAME] [--isolate]``
 
-Measured on 2026-12-01 (2-core machine, numpy 2.4): every one of the 45 cases under the
-budget; the largest are ``calibration.abstention`` (711 MiB), ``calibration.shared_shape``
-(535 MiB), ``training.checkpoint_metrics`` (498 MiB) and ``binning.verdicts`` (452 MiB);
-``coverage.inversions`` on 10^5 models takes 7 MiB (it used to build n x n matrices).
+Each case's peak is printed beside the budget (ARCHITECTURE.md, "Budgets": 1 GB at 10^6 rows);
+past measurements are in CHANGELOG.md.
 """
 
 from __future__ import annotations

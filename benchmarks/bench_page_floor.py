@@ -1,4 +1,4 @@
-"""A page's execution time as a multiple of its embedder floor (issue 26, item 2).
+"""A page's execution time as a multiple of its embedder floor.
 
     .venv/bin/python benchmarks/bench_page_floor.py [lectures/ep5_eigenvalues.md]
 

@@ -1,4 +1,4 @@
-"""The book's notebook pages one at a time against N at a time (issue 26; sphinxext/ahead.py).
+"""The book's notebook pages one at a time against N at a time (sphinxext/ahead.py).
 
     .venv/bin/python benchmarks/bench_pages_at_once.py [--at-once 2] [--wait PASSIVE]
                                                         [--pages book/model.md ...]

@@ -1,5 +1,5 @@
 """The spectral risk curve and fitted temperature at scale, streamed, against a plain dense
-per-question implementation (issue 26, item 4).
+per-question implementation.
 
     .venv/bin/python benchmarks/bench_spectral_stream.py            # 10^5 x m=20 x d=768
     .venv/bin/python benchmarks/bench_spectral_stream.py --quick    # 10^4 questions

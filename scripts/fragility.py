@@ -66,7 +66,7 @@ from standarderror.book import (  # noqa: E402  (after the path set-up)
 #: The build's arithmetic first (the reference), then the emulated AVX2 laptop, the emulated
 #: AMD EPYC, the emulated older CPU on one thread (CI's strict re-execution), and the thread
 #: count alone. Not ``default/1``: torch's capability forced alone stops the own-model page's
-#: bfloat16 cell on a CPU with AMX (README, "CI"); ``old`` forces oneDNN's ISA with it.
+#: bfloat16 cell on a CPU with AMX (docs/ci.md); ``old`` forces oneDNN's ISA with it.
 DEFAULT_SETTINGS = ["native/2", "laptop/2", "amd/2", "old/1", "native/1"]
 CAPABILITY_CELL = "import torch as _t; print(_t.backends.cpu.get_cpu_capability())"
 

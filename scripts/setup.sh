@@ -4,7 +4,7 @@
 #
 # Versions: by default every package is installed at the exact version of lock.txt, the versions
 # the book's numbers were measured with (a constraints file: `pip install -c lock.txt`; see the
-# README, "The lock file"). LOCK=0 installs the newest releases that pyproject.toml's ranges
+# docs/install.md, "The lock file"). LOCK=0 installs the newest releases that pyproject.toml's ranges
 # allow instead (upgrading what is installed), torch excepted; scripts/lock.sh rewrites lock.txt
 # from a clean install.
 #
@@ -73,11 +73,10 @@ else
   fi
 fi
 # rfc3987-syntax: an optional extra of jsonschema (the "iri" string formats), pulled in through
-# jupyter-events. jsonschema imports it when present, and it builds 38 lark grammars on import:
-# 2.4 s in every process that loads nbformat (each pytest process and xdist worker, the book
-# build), measured as 3.0 s -> 0.56 s for `python -c "import nbformat"` and 56 s -> 50 s for the
-# fast tier on 2026-12-03. Nothing here validates an IRI; jsonschema skips the format without it.
-# Checked on every run (0.09 s), so a venv installed before this line loses it too.
+# jupyter-events. jsonschema imports it when present, and it builds 38 lark grammars on import,
+# seconds in every process that loads nbformat (each pytest process and xdist worker, the book
+# build). Nothing here validates an IRI; jsonschema skips the format without it. Checked on
+# every run, so any venv loses it.
 if .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('rfc3987_syntax') is None)"; then
   $PIP uninstall -q -y rfc3987-syntax
 fi
@@ -100,7 +99,7 @@ else:
 assert not cuda, f"a CUDA build of torch ({version}: {cuda}) is installed; reinstall a CPU build"
 print(f"setup: torch {version} (CPU), python", platform.python_version())
 PY
-# Jupyter (README, "Reading a lecture in Jupyter"), in this venv only: a double click opens a
+# Jupyter (docs/jupyter.md), in this venv only: a double click opens a
 # lecture as a notebook (jupytext's documented default viewer, as a JupyterLab settings override
 # of our own in overrides.d, which also turns autosave off), and a {pin} quote reads as its
 # number (the standarderror-pins extension, prebuilt: plain files to copy).

@@ -21,6 +21,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from standarderror import _kernel
+
+# The process a page runs in: every page imports this module, so importing it prepares the
+# kernel (codec lookup, a warnings filter, the allocator; see standarderror._kernel). The
+# library modules themselves change nothing in the process.
+_kernel.prepare()
+
 #: The mime-type prefix myst-nb uses for glued values that are not displayed.
 GLUE_PREFIX = "application/papermill.record/"
 #: The variables that force the libraries' own choices of CPU kernels and their blocking
@@ -33,7 +40,7 @@ KERNEL_VARIABLES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_ENABLE_INSTRUC
 #: Values of ``ATEN_CPU_CAPABILITY`` an arithmetic may name (``native``: unset, torch's choice).
 CAPABILITIES = ("native", "default", "avx2", "avx512")
 #: Other CPUs, emulated: torch's capability and the libraries' own kernel choices forced
-#: together (README, "Emulating another CPU").
+#: together (docs/arithmetic.md, "Emulating another CPU").
 EMULATED_CPUS = {
     "laptop": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
                "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"},

@@ -9,9 +9,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 # test process or any kernel loads numpy.
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 # Two workers run two notebook kernels at once, each on OMP_NUM_THREADS threads: OpenMP's idle
-# threads then sleep instead of spinning (it changes no sum). Measured 2026-12-03, the book's
-# pages two at a time on two cores: Episode 5 took 362 s spinning, 159 s passive, 98 s alone
-# (standarderror/sphinxext/ahead.py, which sets the same for the build's kernels).
+# threads then sleep instead of spinning (it changes no sum; two spinning kernels fight over
+# two cores: CHANGELOG.md). standarderror/sphinxext/ahead.py sets the same for the build's kernels.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import nbval_pages  # noqa: E402  (tests/nbval_pages.py: the notebook tests through nbval)

@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every public array function (issue 12).
+"""Property-based fuzzing of every public array function.
 
 Two properties, over inputs drawn by hypothesis:
 
@@ -376,7 +376,7 @@ def test_decode_accepts_exactly_the_vocabulary(ids):
             tiny.decode(ids, chars)
 
 
-# ------------------------------------------------------------------ issue 23: float16, tiny T
+# ------------------------------------------------------------------ float16, tiny T
 
 #: scores that take probabilities; each must refuse a row that is not a probability vector
 PROBABILITY_SCORES = {

@@ -1,4 +1,4 @@
-"""Hardening (issue 12): import side effects, silent wrong answers, one name one meaning."""
+"""Hardening: import side effects, silent wrong answers, one name one meaning."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 
 
-def test_unknown_codec_raises_lookup_error_after_import():
-    """``future-typing``'s .pth hook makes every codec name resolve; importing standarderror
-    undoes it, in a fresh interpreter of this environment."""
+def test_unknown_codec_raises_lookup_error_in_a_pages_kernel():
+    """``future-typing``'s .pth hook makes every codec name resolve; the book's kernel set-up
+    (importing standarderror.book) undoes it, in a fresh interpreter of this environment."""
     code = (
         "import codecs\n"
-        "import standarderror\n"
+        "import standarderror.book\n"
         "try:\n"
         "    codecs.lookup('no-such-codec-xyz')\n"
         "except LookupError:\n"
@@ -28,7 +28,7 @@ def test_unknown_codec_raises_lookup_error_after_import():
     assert out == ["LookupError", "utf-8"]
 
 
-# --- silent wrong answers (each failed before issue 12) -------------------------------------
+# --- no silent wrong answers ----------------------------------------------------------------
 
 from standarderror import _checks  # noqa: E402
 from standarderror.uncertainty import binning as bn  # noqa: E402
@@ -74,7 +74,7 @@ def test_float32_softmax_over_a_large_vocabulary_is_accepted():
     torch.manual_seed(0)
     logits = torch.randn(64, 32_000) * 3
     p32 = torch.softmax(logits, dim=-1).numpy()          # float32, as a model returns it
-    assert np.abs(p32.astype(np.float64).sum(1) - 1).max() > 1e-6   # what used to be refused
+    assert np.abs(p32.astype(np.float64).sum(1) - 1).max() > 1e-6   # accepted: float32 round-off
     y = p32.argmax(1)
     assert np.isfinite(cb.nll(p32, y))
     cv.conformal_sets(p32[:32], y[:32], p32[32:], alpha=0.2)
@@ -126,7 +126,7 @@ def test_temperature_fit_at_a_bound_warns():
 def test_one_row_fit_names_no_missing_argument():
     z, _, y = _probs(1)
     with pytest.warns(cb.TemperatureAtBoundWarning):
-        t = cb.fit_temperature(z, y)          # used to mention a "sequence" argument
+        t = cb.fit_temperature(z, y)          # its message names only its own arguments
     assert np.isfinite(t)
 
 
@@ -212,15 +212,15 @@ def test_memory_benchmark_runs_on_a_small_input(capsys):
     assert "coverage.inversions" in out and "largest:" in out
 
 
-# --- issue 23: no silent NaN from float16, a tolerance that stays a check ------------------
+# --- no silent NaN from float16, a tolerance that stays a check ----------------------------
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("k", [6, 4096, 32_000, 1_000_000])
 def test_sum_tolerance_stays_below_any_real_error(dtype, k):
-    """It used to grow with the class count: 1.0 at 4,096 float16 classes, 2.8 at 32,000, so
-    a zero row passed. Now it is capped at 2**-7 whatever the size, and at the sizes of real
-    vocabularies it stays within a few epsilons of the dtype."""
+    """A tolerance that grew with the class count would reach 1.0 at 4,096 float16 classes and
+    2.8 at 32,000, and a zero row would pass. It is capped at 2**-7 whatever the size, and at
+    the sizes of real vocabularies it stays within a few epsilons of the dtype."""
     tol = _checks.sum_tolerance(dtype, k)
     assert tol <= 2.0 ** -7
     eps = np.finfo(dtype).eps
@@ -266,7 +266,7 @@ def test_float16_softmax_is_accepted_and_scores_are_finite():
 
 
 def test_softmax_at_a_temperature_whose_logit_ratios_overflow():
-    """At T = 1e-308, 1/T is finite but z/T overflows: the rows used to come back NaN. The
+    """At T = 1e-308, 1/T is finite but z/T overflows: computed naively, the rows come back NaN. The
     limit as T -> 0 is one-hot at the maximum, shared among exact ties, and a row with no
     overflow is computed as before."""
     z = np.array([[1.0, 2.0, 3.0],
@@ -286,7 +286,7 @@ def test_softmax_at_a_temperature_whose_logit_ratios_overflow():
     np.testing.assert_allclose(q, e / e.sum(1, keepdims=True), rtol=1e-13)
 
 
-# --- issue 23: the trust_card=True path refuses before it allocates -------------------------
+# --- the trust_card=True path refuses before it allocates ----------------------------------
 
 
 def _own_model(tmp_path):

@@ -1,15 +1,15 @@
 """The layers run one way (ARCHITECTURE.md, "Layers"), checked on a fresh interpreter's
 ``sys.modules``: the metrics over arrays load neither torch nor the model package, and the
-model package loads no experiment."""
+model package loads no experiment; and in the source, no function of a lower layer imports a
+higher one."""
 
+import ast
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-pytestmark = pytest.mark.slow  # every test starts a fresh interpreter (most import torch: 1-2.5 s each)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,16 +80,53 @@ def test_the_model_interface_imports_no_transformers():
     assert got == {m: [x for x in v if x == "torch"] for m, v in got.items()}, got
 
 
-def test_the_seeds_names_reach_the_model_on_first_use_only():
-    probe = ("import sys; from standarderror.uncertainty import coverage as cv; "
-             "before = 'standarderror.llm.predictions' in sys.modules; "
-             "from standarderror.llm import predictions as pr; "
-             "print(before, cv.predictions is pr.predictions, 'torch' in sys.modules)")
-    # coverage alone loads no model; the seed's cv.predictions is the model layer's function;
-    # and even that module defers torch until it runs the model
-    assert _printed(probe) == ["False", "True", "False"]
+def _imports(path: Path, package: str) -> set[str]:
+    """Every module an ``import`` statement of ``path`` names, at any depth (inside functions
+    too), relative imports resolved against ``package``."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")
+            base = base[:len(base) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names |= {module} | {f"{module}.{a.name}" for a in node.names}
+    return names
 
 
+@pytest.mark.parametrize("folder, forbidden", [
+    ("uncertainty", ("standarderror.llm", "standarderror.experiments")),
+    ("spectral", ("standarderror.llm", "standarderror.experiments")),
+    ("llm", ("standarderror.experiments",)),
+])
+def test_no_function_of_a_lower_layer_imports_a_higher_one(folder, forbidden):
+    """An import inside a function escapes the test above (it runs on a call only)."""
+    bad = {}
+    for path in sorted((ROOT / "standarderror" / folder).rglob("*.py")):
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        hits = sorted(n for n in _imports(path, package) if n.startswith(forbidden))
+        if hits:
+            bad[str(path.relative_to(ROOT))] = hits
+    assert bad == {}
+
+
+def test_inside_a_layer_modules_import_their_siblings_not_the_facades():
+    """``uncertainty.calibration`` and ``.coverage`` gather names for the lectures; a module
+    of the layer imports the module that defines what it uses."""
+    facades = ("standarderror.uncertainty.calibration", "standarderror.uncertainty.coverage")
+    bad = {}
+    for path in sorted((ROOT / "standarderror" / "uncertainty").glob("*.py")):
+        if path.stem in ("calibration", "coverage"):
+            continue
+        hits = sorted(n for n in _imports(path, "standarderror.uncertainty")
+                      if n.startswith(facades))
+        if hits:
+            bad[path.name] = hits
+    assert bad == {}
+
+
+@pytest.mark.slow  # loads the model in a fresh interpreter
 def test_loading_the_model_does_not_import_torchs_compiler():
     """``weights._expected_shapes`` builds a meta-device model without initialising it; torch's
     meta ``normal_`` would import ``torch._dynamo`` (about 2 s per process)."""

@@ -1,12 +1,12 @@
 """The model interface (standarderror.llm.interface) on our tiny model, and the moved
-held-out predictions (standarderror.llm.predictions, re-exported as coverage.predictions)."""
+held-out predictions (standarderror.llm.predictions)."""
 
 import numpy as np
 import pytest
 import torch
 
 from standarderror.llm import interface, semantic, tiny
-from standarderror.uncertainty import coverage
+from standarderror.llm.predictions import predictions
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def lm():
 
 
 def _old_predictions(count, size, seed):
-    """The body of coverage.predictions before the move, verbatim in its computation."""
+    """The held-out predictions computed by hand: tiny.batches through the model."""
     m = tiny.load()
     net = m["model"]
     logps, ys = [], []
@@ -26,9 +26,9 @@ def _old_predictions(count, size, seed):
     return {"p": np.exp(logp), "logp": logp, "y": np.concatenate(ys).reshape(-1)}
 
 
-@pytest.mark.slow  # the model over 160 windows twice, once by the old path
-def test_moved_predictions_are_bit_identical():
-    new = coverage.predictions(count=10, size=16, seed=0)
+@pytest.mark.slow  # the model over 160 windows twice, once by hand
+def test_predictions_are_the_model_over_the_held_out_windows_to_the_bit():
+    new = predictions(count=10, size=16, seed=0)
     old = _old_predictions(10, 16, 0)
     for key in ("p", "logp", "y"):
         assert np.array_equal(new[key], old[key]), key

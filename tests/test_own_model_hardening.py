@@ -1,4 +1,4 @@
-"""Measure your own model, tried as an attacker and as a careless user would (issue 22).
+"""Measure your own model, tried as an attacker and as a careless user would.
 
 Every model directory here is built in the test: our tiny model exported to the GPT-2
 format, then broken or made malicious on purpose (code in the directory, pickled weights,

@@ -1,7 +1,7 @@
 """Pins and numbers: a quote is checked against the computed value at the precision written;
 every number a reader sees is pinned or declared; and each kind of problem (drifted, unknown,
 unquoted, malformed, duplicated, glue-only, stale or cross-page pin; a bare number in prose, a
-caption or alt text) fails the real `jupyter-book build` without -W. The third round (issue 24):
+caption or alt text) fails the real `jupyter-book build` without -W. Also:
 an incremental build re-executes every page; stale outputs, error outputs, refused
 declarations, numbers in words or in unseen forms, imprecise or glued quotes and unsourced
 Quoted boxes each fail it too."""
@@ -68,7 +68,7 @@ def test_check_quote(quoted, value, ok):
     ("0.0366", 0.03655 - 0.2e-4, False),     # 0.2 units below: the digit changed
     ("0.0366", 0.03665 + 0.03e-4, True),     # 0.03 units above the upper boundary
     ("0.0366", 0.03665 + 0.2e-4, False),
-    ("0.0366", 0.036545275578834496, True),  # Episode 2 on an AVX-512 machine (issue 19)
+    ("0.0366", 0.036545275578834496, True),  # Episode 2 on an AVX-512 machine
     ("0.0366", 0.0365, False),               # a real drift, a whole unit
     ("0.65", 0.645 - 0.03e-2, True),
     ("0.65", 0.645 - 0.2e-2, False),
@@ -462,7 +462,7 @@ def test_api_docstrings_are_skipped_and_table_rows_have_their_lines(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------
-# Third round (issue 24), fast: the rules themselves
+# The rules themselves, fast
 # ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, found", [
@@ -595,8 +595,7 @@ Glued :pin:`0.225`\\% and :pin:`0.5`\\ 3 and -\\ :pin:`0.3`, but (:pin:`0.5`) is
 
 
 # ------------------------------------------------------------------------------------------
-# Third round (issue 24), the real build: each of these built (even with -W, but for the
-# reload) before the check was extended; each fails it now, named.
+# The real build: each of these fails it, named.
 # ------------------------------------------------------------------------------------------
 
 HOLES = "\n".join([

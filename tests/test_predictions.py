@@ -1,15 +1,15 @@
-"""coverage.predictions: the held-out predictions every lecture measures."""
+"""llm.predictions.predictions: the held-out predictions every lecture measures."""
 
 import numpy as np
 import pytest
 
 from standarderror.llm import tiny
-from standarderror.uncertainty import coverage
+from standarderror.llm.predictions import predictions
 
 
 @pytest.fixture(scope="module")
 def pred():
-    return coverage.predictions(count=24, size=16, seed=1)
+    return predictions(count=24, size=16, seed=1)
 
 
 def test_shapes_match_the_published_contract(pred):

@@ -180,6 +180,24 @@ def test_prefetched_embedder_is_the_one_embed_uses(monkeypatch):
         se.embedder()  # ... raised where the embedder is needed
 
 
+@pytest.mark.slow  # loads sentence-transformers
+def test_the_embedder_leaves_no_environment_variable_set(monkeypatch):
+    """The tokenizer's thread switch and the hub's offline switches hold for the embedder's
+    load and its encoding only; a reader's own value is kept."""
+    import os
+
+    switches = ("TOKENIZERS_PARALLELISM", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE",
+                "HF_HUB_DISABLE_PROGRESS_BARS")
+    for name in switches:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(se, "_EMBEDDER", {})
+    se.embed(["lord", "king"])
+    assert not any(name in os.environ for name in switches)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    se.embed(["lord"])
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+
+
 def test_the_sampler_runs_a_float64_copy_of_the_model(loaded):
     """The draws follow the last bits of the logits, so the sampler computes them in float64
     (semantic._float64): an exact widening of the committed weights, made once per model,
@@ -212,9 +230,8 @@ def test_the_sampler_runs_a_float64_copy_of_the_model(loaded):
 def test_sampled_answers_do_not_depend_on_the_cpu_kernels():
     """Episode 5's test split, its first 64 questions (one block of the tree), m = 20 at
     T = 0.5, sampled under torch's portable kernels and under the CPU's best: the same
-    answers. With float32 logits they differed on the machine of 2026-12-02 (an Intel Xeon
-    with AVX-512; torch's default kernels round the logits differently), and every number
-    of the episode moved with them."""
+    answers (with float32 logits they differ on an AVX-512 CPU: torch's default kernels round
+    the logits differently)."""
     import json
     import os
     import subprocess

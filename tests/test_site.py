@@ -1450,7 +1450,7 @@ def test_light_and_dark_screenshots_of_a_lecture_figure(server, browser, visits)
 
 
 # --------------------------------------------------------------------------------------------
-# Jupyter: the README's "open the repository in Jupyter Lab" path
+# Jupyter: the "open the repository in Jupyter Lab" path (README, docs/jupyter.md)
 
 
 def _notebook_sources() -> list[str]:

@@ -805,7 +805,7 @@ def test_bad_inputs_name_the_argument(data):
 
 
 # --------------------------------------------------------------------------------------
-# Streamed spectra (issue 26: 10^5 questions in bounded memory)
+# Streamed spectra (10^5 questions in bounded memory)
 # --------------------------------------------------------------------------------------
 
 

@@ -1,6 +1,6 @@
 """The authors' computation (``arithmetic="authors"`` and its halves, ``variant="authors"``)
 against small cases worked out by hand and a plain dense implementation written here; and
-the input fixes of issue 12 (extreme row scales, temperatures whose reciprocal overflows)."""
+extreme inputs (row scales, temperatures whose reciprocal overflows)."""
 
 import numpy as np
 import pytest
@@ -399,7 +399,7 @@ def test_options_are_validated(data):
 
 
 # --------------------------------------------------------------------------------------
-# Issue 12: extreme scales and temperatures
+# Extreme scales and temperatures
 # --------------------------------------------------------------------------------------
 
 
@@ -420,7 +420,7 @@ def test_temperature_whose_reciprocal_overflows_is_rejected(data):
 
 
 # --------------------------------------------------------------------------------------
-# Intervals (issue 20) and AUROC without silent NaN (issue 23, item 5)
+# Intervals, and AUROC without silent NaN
 # --------------------------------------------------------------------------------------
 
 

@@ -179,25 +179,25 @@ def test_trajectory_over_a_family_of_checkpoints(family):
     assert b["loss_scaled"] == pytest.approx(a["loss_scaled"], abs=1e-6)
     assert run["minimum"] == min(run["rows"], key=lambda r: r["loss"])["step"]
     assert 0.5 < a["temperature"] < 2.0  # a unigram model is roughly calibrated
-    # the windows are drawn once; the predictions are those of coverage.predictions
-    from standarderror.uncertainty import coverage
+    # the windows are drawn once; the predictions are those of llm.predictions
+    from standarderror.llm.predictions import predictions
 
-    pr = coverage.predictions(count=2, size=8, seed=1,
+    pr = predictions(count=2, size=8, seed=1,
                               model=tiny.load(20, directory=family, trust_card=True))
     again = tr.checkpoint_metrics(pr["logp"], pr["y"], pr["sequence"], halves=4)
     assert again == {k: b[k] for k in again}
 
 
-def test_held_out_predictions_are_those_of_coverage_predictions(family):
+def test_held_out_predictions_are_those_of_llm_predictions(family):
     """The held-out predictions a page reads (Episode 4) are, bit for bit, the model's
-    predictions on the same windows through the seed's path, coverage.predictions."""
-    from standarderror.uncertainty import coverage
+    predictions on the same windows through the seeds' path, llm.predictions.predictions."""
+    from standarderror.llm.predictions import predictions
 
     held = tj.held_out(family, (20, 10), count=2, size=8, seed=1, trust_card=True)
     assert list(held["logp"]) == [20, 10] and held["block"] == 64
     for step in (10, 20):
-        pr = coverage.predictions(count=2, size=8, seed=1,
-                                  model=tiny.load(step, directory=family, trust_card=True))
+        pr = predictions(count=2, size=8, seed=1,
+                         model=tiny.load(step, directory=family, trust_card=True))
         assert np.array_equal(held["logp"][step], pr["logp"])
         assert np.array_equal(held["y"], pr["y"])
         assert np.array_equal(held["sequence"], pr["sequence"])
@@ -289,14 +289,14 @@ def test_script_rejects_bad_options():
 # ------------------------------------------------------------ the shift control of Episode 4
 
 
-def test_windows_are_the_windows_tiny_batches_draws():
+def test_the_shift_controls_windows_are_the_windows_tiny_batches_draws():
     stoi = {c: i for i, c in enumerate(tiny.vocabulary())}
-    x, y = tj.windows(tiny.split("test"), 3, 4, 7, block=64, stoi=stoi)
+    x, y = tj._stacked(tiny.split("test"), 3, 4, 7, block=64, stoi=stoi)
     ref = list(tiny.batches("test", 3, 4, 7, stoi=stoi))
     np.testing.assert_array_equal(x, np.concatenate([a.numpy() for a, _ in ref]))
     np.testing.assert_array_equal(y, np.concatenate([b.numpy() for _, b in ref]))
     with pytest.raises(ValueError, match="exceed"):
-        tj.windows("short text", 1, 1, 0, block=64, stoi=stoi)
+        tj._stacked("short text", 1, 1, 0, block=64, stoi=stoi)
 
 
 def test_training_remainder_is_the_unseen_rest_of_the_excerpt_play():
@@ -320,7 +320,7 @@ def test_shift_control_measures_what_it_says():
     stoi = {ch: i for i, ch in enumerate(info["vocabulary"])}
     net = tiny.load(400, directory=d)["model"]
     for name, text in (("same play", tj.training_remainder(d)), ("test plays", tiny.split("test"))):
-        x, y = tj.windows(text, 1, 4, 3, block=64, stoi=stoi)
+        x, y = tj._stacked(text, 1, 4, 3, block=64, stoi=stoi)
         logp = tiny.log_probabilities(net, torch.from_numpy(x)).reshape(-1, len(stoi))
         y = y.reshape(-1)
         assert c[name]["temperature"][0, 0] == cb.fit_temperature(logp, y)

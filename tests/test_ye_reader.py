@@ -1,7 +1,7 @@
-"""The release reader of data/reviews/_ye_pickle.py (re-exported by _ye.py) against crafted files (issue 23).
+"""The release reader of data/reviews/_ye_pickle.py (re-exported by _ye.py) against crafted files.
 
-Every hostile file is built here, opcode by opcode or with a reducer, and each test failed on
-the reader before issue 23 (which unpickled with numpy's own ``_reconstruct`` and ``dtype``):
+Every hostile file is built here, opcode by opcode or with a reducer, and each is refused by the
+reader (a reader that unpickled with numpy's own ``_reconstruct`` and ``dtype`` would fail them):
 the forged dtype state crashed the process (SIGSEGV), the memo and length bombs allocated
 gigabytes, the wide structure hung in the refusal message's ``repr``, deep nesting escaped as a
 ``RecursionError`` traceback, and duplicate ids were silently merged. The files in the

@@ -25,10 +25,10 @@ def trajectory(directory: Path | str | None = None, steps=None, *, count: int = 
 
     Each checkpoint is loaded (hash-verified) with :func:`standarderror.llm.weights.load` from
     ``directory`` and run on the same held-out windows, the ones
-    ``coverage.predictions(count, size, seed, split=split)`` uses; then
+    ``llm.predictions.predictions(count, size, seed, split=split)`` uses; then
     :func:`checkpoint_metrics` is applied. The windows are drawn once and reused for every
     checkpoint (building a split's text is the slow part); the predictions are identical to
-    ``coverage.predictions(..., model=tiny.load(step, directory=directory))``, which a test
+    ``predictions(..., model=tiny.load(step, directory=directory))``, which a test
     checks.
 
     Parameters
@@ -79,8 +79,8 @@ def held_out(directory: Path | str | None = None, steps=None, *, count: int = 10
     The windows are ``tiny.batches(split, count, size, seed)`` at the run's context length,
     drawn once for every checkpoint; each checkpoint is loaded (hash-verified) with
     :func:`standarderror.llm.weights.load` and run on them by
-    :func:`standarderror.llm.predictions.on_windows`, the arithmetic of the seed's
-    ``cv.predictions``. Arguments as for :func:`trajectory`.
+    :func:`standarderror.llm.predictions.on_windows`, the arithmetic of
+    :func:`standarderror.llm.predictions.predictions`. Arguments as for :func:`trajectory`.
 
     Returns
     -------
@@ -151,9 +151,9 @@ def training_remainder(directory: Path | str, *, trust_card: bool = False) -> st
     return rest
 
 
-def windows(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
-    """``count * size`` non-overlapping windows of ``text`` as one (x, y) pair of arrays: the
-    batches of :func:`standarderror.llm.windows.windows` on the encoded text, stacked."""
+def _stacked(text: str, count: int, size: int, seed: int, *, block: int, stoi: dict):
+    """The windows of :func:`standarderror.llm.windows.windows` (the one window rule) on the
+    encoded ``text``, their batches stacked into one (x, y) pair of arrays."""
     from standarderror.llm import tiny
 
     pairs = list(tiny.windows(tiny.encode(text, stoi), count, size, seed, block=block))
@@ -190,7 +190,7 @@ def shift_control(directory: Path | str, steps, *, seeds=(0, 1), count: int = 10
     block = info["config"]["block"]
     texts = {"same play": training_remainder(directory, trust_card=trust_card),
              "test plays": tiny.split("test")}
-    draws = {(name, s): windows(t, count, size, s, block=block, stoi=stoi)
+    draws = {(name, s): _stacked(t, count, size, s, block=block, stoi=stoi)
              for name, t in texts.items() for s in seeds}
     out = {name: {k: np.empty((len(seeds), len(steps))) for k in ("temperature", "gap", "loss")}
            for name in texts}

@@ -1,8 +1,8 @@
 """Held-out next-token predictions: the arrays every calibration and coverage lecture measures.
 
-:func:`predictions` is the seed's ``cv.predictions`` (the name
-:mod:`standarderror.uncertainty.coverage` resolves on first use): the committed model's
-log-probabilities on held-out windows, run through :class:`~standarderror.llm.interface.tiny_lm.TinyLM`.
+:func:`predictions` is the committed model's log-probabilities on held-out windows, run
+through :class:`~standarderror.llm.interface.tiny_lm.TinyLM`; the lectures pass them to the
+metrics over arrays (``uncertainty``), which never import this layer.
 
 The windows are :func:`standarderror.llm.windows.windows`, which draws them from any token
 sequence, so the same held-out text can be put to any model of the interface

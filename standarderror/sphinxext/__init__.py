@@ -55,6 +55,7 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
+from standarderror import _kernel
 from standarderror.sphinxext import ahead, numbering, pins, site, status
 from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
@@ -67,6 +68,27 @@ from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin
 )
 
 logger = logging.getLogger(__name__)
+
+#: The MyST-NB release the run-time replacements below were checked against; a test fails on
+#: any other installed version, so an upgrade is read against them before it is taken.
+MYST_NB_CHECKED = "1.4.0"
+#: MyST-NB functions this extension replaces at run time (module, attribute, by whom). Each
+#: wrapper calls the original and only adds: see ARCHITECTURE.md, "MyST-NB internals".
+MYST_NB_REPLACED = (
+    ("myst_nb.sphinx_", "create_client", "pins._capture_clients"),
+    ("myst_nb.core.execute.base", "extract_glue_data", "pins._capture_clients"),
+    ("myst_nb.core.execute.direct", "single_nb_execution", "ahead._wrap_execution"),
+    ("myst_nb.core.read", "read_myst_markdown_notebook", "numbers.cli._read_pages"),
+    ("myst_nb.core.read", "standard_nb_read", "numbers.cli._read_pages"),
+)
+#: MyST-NB internals read, not replaced (module, attribute).
+MYST_NB_READ = (
+    ("myst_nb.core.execute", "NotebookClientDirect"),
+    ("myst_nb.core.execute", "NotebookClientInline"),
+    ("myst_nb.sphinx_", "NbMetadataCollector"),
+    ("myst_nb.core.read", "create_nb_reader"),
+    ("myst_nb.core.nb_to_tokens", "nb_node_to_dict"),
+)
 
 
 def _check_numbers(app, doctree):
@@ -87,13 +109,25 @@ def _check_numbers(app, doctree):
          if c.get("cell_type") == "code"})
     page_phrases, setting_problems = numbers.read_settings(path)
     refused = numbers.declaration_problems(page_phrases, literals)
-    book = app.config[numbers.CONFIG_KEY] or []
-    phrases = [str(p) for p in book] + page_phrases
-    findings = numbers.scan(doctree, phrases, typed, executes=bool(_code_sources(client)))
+    book = [str(p) for p in app.config[numbers.CONFIG_KEY] or []]
+    inferred = numbers.inferred_settings(_code_sources(client))
+    executes = bool(_code_sources(client))
+    findings = numbers.scan(doctree, book + page_phrases + inferred, typed, executes=executes)
     record["numbers"] = [f.as_dict() for f in findings]
     record["setting_problems"] = setting_problems + refused
     used = {f.phrase for f in findings if f.phrase}
     record["unused_settings"] = [p for p in page_phrases if p not in used]
+    record["inferred_settings"] = sorted({f.phrase for f in findings if f.phrase
+                                          and f.phrase not in page_phrases
+                                          and f.phrase not in book})
+    if numbers.settings.WANT_REDUNDANT:
+        without = numbers.scan(doctree, book + inferred, typed, executes=executes)
+        drawn = len(numbers.drawn_problems(_code_sources(client), book + page_phrases))
+        record["redundant_settings"] = [
+            p for p in numbers.redundant_settings(page_phrases, findings, without,
+                                                  _code_sources(client))
+            if len(numbers.drawn_problems(_code_sources(client), book + [
+                q for q in page_phrases if q != p])) == drawn]   # no figure text needs it
 
     def report(full, rule="", line=None):
         record["problems"].append(full)
@@ -102,7 +136,8 @@ def _check_numbers(app, doctree):
     for msg in numbers.literal_pin_problems(_code_sources(client), page_phrases):
         report(f"pin {shown}: {msg}")
     record["code_problems"] = (numbers.code_picture_problems(_code_sources(client))
-                               + numbers.drawn_problems(_code_sources(client), phrases))
+                               + numbers.drawn_problems(_code_sources(client),
+                                                        book + page_phrases))
     for msg in record["code_problems"]:
         report(f"number {shown}: {msg}", "pictures")
     for msg in setting_problems:
@@ -261,7 +296,8 @@ def setup(app):
     app.connect("html-page-context", site.offer_ipynb, priority=400)
     app.connect("html-page-context", site.dedupe_scripts)
     app.connect("html-page-context", site.unlink_pdfs)
-    site.release_codec_hijack()
+    # normal codec lookup in the Sphinx process (sphinxcontrib-bibtex's "ulatex")
+    _kernel.release_codec_hijack()
     app.add_config_value("se_settings", [], "env", types=[list])  # numbers.CONFIG_KEY
     # registered only to be refused when set (pins._refuse_pending): no page is excused
     app.add_config_value("se_pending", {}, "env", types=[dict])

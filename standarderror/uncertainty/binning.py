@@ -26,7 +26,13 @@ from __future__ import annotations
 import numpy as np
 
 from standarderror import _checks
-from standarderror.uncertainty import calibration as cb
+from standarderror.uncertainty.metrics import (  # noqa: F401  (bin_index: binning.bin_index)
+    bin_index,
+    brier,
+    ece,
+    nll,
+)
+from standarderror.uncertainty.scaling import scale
 
 
 def _confidence(confidence, name: str = "confidence") -> np.ndarray:
@@ -123,12 +129,6 @@ def calibrated_labels(confidence, draws: int = 200, seed: int = 0) -> np.ndarray
         stop = min(start + step, shape[0])
         out[start:stop] = rng.random((stop - start, shape[1])) < (c[start:stop] if c.ndim == 2 else c)
     return out
-
-
-def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
-    """The bin of every confidence: :func:`standarderror.uncertainty.calibration.bin_index`,
-    the one binning rule that :func:`calibration.ece` and :func:`ece_batch` share."""
-    return cb.bin_index(confidence, bins, adaptive)
 
 
 def _flat_bins(which: np.ndarray, bins: int) -> np.ndarray:
@@ -347,7 +347,7 @@ def consistency_test(confidence, correct, bins: int = 15, *, adaptive: bool = Fa
     if c.ndim != 1:
         raise ValueError("confidence must be one-dimensional (one confidence per prediction)")
     draws = _checks.draws(draws)
-    observed = cb.ece(c, correct, bins=bins, adaptive=adaptive)
+    observed = ece(c, correct, bins=bins, adaptive=adaptive)
     rng = np.random.default_rng(seed)
     chunk = max(1, 2_000_000 // c.size)  # label matrices of ~2M entries at a time
     null = np.concatenate([ece_batch(c, calibrated_labels(c, min(chunk, draws - start), rng), bins, adaptive)
@@ -476,7 +476,7 @@ def verdicts(logp, y, sequence, temperatures=(1.0, 1.2), sizes=(4, 16, 64), *,
     if max(sizes) > n_seq:
         raise ValueError(f"sizes go up to {max(sizes)} sequences but there are only {n_seq}")
     order = np.argsort(idx, kind="stable")  # rows grouped by window: window w is order[w*per:(w+1)*per]
-    scaled = [cb.scale(logp, t) for t in ts]
+    scaled = [scale(logp, t) for t in ts]
     terms = [_row_terms(lp, y) for lp in scaled]
     def scores(rows):  # rows: (draws x k) indices -> metric -> (draws, 2)
         out = {}
@@ -502,13 +502,13 @@ def verdicts(logp, y, sequence, temperatures=(1.0, 1.2), sizes=(4, 16, 64), *,
         vals = []
         for lp, term in zip(scaled, terms):
             if name == "ECE":
-                vals.append(cb.ece(term["confidence"], term["correct"], bins=bins))
+                vals.append(ece(term["confidence"], term["correct"], bins=bins))
             elif name == "debiased L2":
                 vals.append(float(l2_batch(term["confidence"], term["correct"], bins)[0]))
             elif name == "NLL":
-                vals.append(cb.nll(np.exp(lp), y))
+                vals.append(nll(np.exp(lp), y))
             else:
-                vals.append(cb.brier(np.exp(lp), y))
+                vals.append(brier(np.exp(lp), y))
         full[name] = (vals[0], vals[1], int(vals[1] < vals[0]))
     agreement = {k: np.empty(len(sizes)) for k in METRICS}
     rng = np.random.default_rng(seed)

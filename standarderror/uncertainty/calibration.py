@@ -20,7 +20,8 @@ never floored, so the invariances above hold exactly in floating point, not appr
 Main entry points (the API of Episode 3):
 
 * :func:`temperature_table` and :func:`reordering` -- accuracy, NLL, ECE and the
-  confidence order across temperatures, on held-out predictions of the committed model;
+  confidence order across temperatures, on predictions passed in (the committed model's
+  held-out predictions are :func:`standarderror.llm.predictions.predictions`);
 * :func:`swap_pair` -- two constructed predictions whose confidence order flips with T;
 * :func:`abstention`, :func:`fitted_temperature`, :func:`best_temperature` -- the
   risk-coverage consequences, with a sequence-level bootstrap;
@@ -29,28 +30,25 @@ Main entry points (the API of Episode 3):
 Building blocks: :func:`scale`, :func:`confidence_scores`, :func:`ece`, :func:`nll`,
 :func:`brier`, :func:`risk_coverage`, :func:`aurc`, :func:`kendall_tau`.
 
-This module is the seed's facade: ``cb.x`` names every function of the five modules that hold
-one idea each, :mod:`~standarderror.uncertainty.scaling` (softmax at :math:`T`, the
-confidence scores, the fitted temperature), :mod:`~standarderror.uncertainty.metrics` (ECE,
-NLL, Brier), :mod:`~standarderror.uncertainty.selective` (risk-coverage, AURC, abstention),
+This module is a facade, used from outside the layer (the lectures): ``cb.x`` names every
+function of the five modules that hold one idea each,
+:mod:`~standarderror.uncertainty.scaling` (softmax at :math:`T`, the confidence scores, the
+fitted temperature), :mod:`~standarderror.uncertainty.metrics` (ECE, NLL, Brier),
+:mod:`~standarderror.uncertainty.selective` (risk-coverage, AURC, abstention),
 :mod:`~standarderror.uncertainty.ranks` (Kendall's :math:`\tau_b`) and
 :mod:`~standarderror.uncertainty.confidence_order` (Episode 3's constructions), all
-functions over arrays. Its one function of its own, :func:`temperature_table`, adds the
-seed's default: with no ``data`` it measures the committed model's held-out predictions,
-importing the model layer (:mod:`standarderror.llm.predictions`) on that call only, so that
-importing this module loads neither torch nor the model.
+functions over arrays; it defines nothing of its own and never imports the model layer.
 """
 
 from __future__ import annotations
 
-from standarderror.uncertainty import confidence_order as _order
-from standarderror.uncertainty._inputs import _temperatures
 from standarderror.uncertainty.confidence_order import (
     TEMPERATURES,
     reordering,
     shared_shape,
     swap_pair,
     temperature_row,
+    temperature_table,
 )
 from standarderror.uncertainty.metrics import bin_index, brier, ece, nll
 from standarderror.uncertainty.ranks import kendall_tau, pair_counts
@@ -80,40 +78,3 @@ __all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES
            "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "temperature_row",
            "temperature_table"]
 
-
-def temperature_table(temperatures=TEMPERATURES, *, data: dict | None = None, count: int = 10,
-                      size: int = 16, seed: int = 0, step: int | None = None,
-                      bins: int = 15) -> dict:
-    r"""Accuracy, NLL, ECE and mean confidence of held-out predictions at several temperatures.
-
-    By default the predictions are ``coverage.predictions(count=10, size=16, seed=0)``:
-    160 held-out 64-character windows, 10,240 next-character predictions. The table itself
-    is :func:`standarderror.uncertainty.confidence_order.temperature_table`.
-
-    Parameters
-    ----------
-    temperatures : sequence of float
-        Temperatures to evaluate (1.0 is always evaluated as the reference).
-    data : dict, optional
-        Predictions to use instead (keys ``logp`` or ``p``, and ``y``); for tests and
-        synthetic examples.
-    count, size, seed, step
-        Passed to :func:`standarderror.llm.predictions.predictions` when ``data`` is not given.
-    bins : int
-        Equal-width ECE bins.
-
-    Returns
-    -------
-    dict
-        ``rows``: one dict per temperature with ``temperature``, ``accuracy``, ``nll``,
-        ``ece``, ``confidence`` (mean top probability) and ``gap`` (confidence minus
-        accuracy); ``accuracy_identical``: ``True`` when the argmax is the same array at
-        every temperature (compared exactly); ``temperatures``; ``logp`` and ``y`` (the
-        unscaled predictions, which :func:`reordering` uses); ``rows_count``.
-    """
-    _temperatures(temperatures)            # refused before the model runs
-    if data is None:
-        from standarderror.llm.predictions import predictions
-
-        data = predictions(count=count, size=size, seed=seed, step=step)
-    return _order.temperature_table(temperatures, data=data, bins=bins)

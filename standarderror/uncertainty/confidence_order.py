@@ -32,8 +32,9 @@ TEMPERATURES = (0.5, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0)
 def temperature_table(temperatures=TEMPERATURES, *, data: dict, bins: int = 15) -> dict:
     r"""Accuracy, NLL, ECE and mean confidence of predictions at several temperatures.
 
-    The seed's ``calibration.temperature_table()``, which takes the committed model's
-    held-out predictions when given no ``data``, calls this function.
+    The predictions are passed in: the committed model's held-out predictions are
+    :func:`standarderror.llm.predictions.predictions` (the model layer; this layer never
+    imports it).
 
     Parameters
     ----------

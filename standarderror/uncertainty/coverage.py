@@ -13,11 +13,10 @@ idea each:
 * :mod:`~standarderror.uncertainty.set_size_demo` -- three synthetic classifiers, each
   isolating one effect on set size.
 
-Pure functions over arrays; importing this module loads neither torch nor the model. One name
-is the seed's and reaches the model: ``coverage.predictions(...)``, the committed model's
-held-out predictions, is :func:`standarderror.llm.predictions.predictions`, resolved on first
-use by the module's ``__getattr__`` (so ``cv.predictions(...)`` keeps working and only a
-caller who uses it imports the model layer).
+Pure functions over arrays, used from outside the layer (modules of ``uncertainty`` import
+the three modules themselves); it never imports the model layer. The committed model's
+held-out predictions that the lectures feed them are
+:func:`standarderror.llm.predictions.predictions`.
 """
 
 from __future__ import annotations
@@ -45,19 +44,7 @@ from standarderror.uncertainty.set_size import (
 )
 from standarderror.uncertainty.set_size_demo import demonstration
 
-
-def __getattr__(name: str):
-    """``predictions``, the seed's name for the held-out predictions of the model layer,
-    imported on first use (PEP 562), so that importing coverage never loads the model."""
-    if name == "predictions":
-        from standarderror.llm.predictions import predictions
-
-        return predictions
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-# The names of this facade (``predictions`` is resolved on first use, so it is not listed:
-# ``from coverage import *`` loads no model).
+# The names of this facade.
 __all__ = [
     "SCORES", "QUANTILES", "RULES", "conformal_rank", "minimum_calibration", "ye_softmax",
     "label_scores", "conformal_quantile", "conformal_sets", "set_summary", "by_confidence",

@@ -31,18 +31,17 @@ import numpy as np
 from scipy import stats
 
 from standarderror import _checks
-from standarderror.uncertainty import coverage as cv
+from standarderror.uncertainty.conformal import (
+    conformal_quantile,
+    conformal_rank,
+    minimum_calibration,
+)
 
 #: How a calibration set is drawn: individual rows, or whole sequences (windows).
 SPLITS = ("row", "sequence")
 #: The largest test set :func:`coverage_distribution` takes: its quantiles sum the exact
 #: beta-binomial over all ``m + 1`` outcomes (two seconds at this size).
 MAX_TEST_POINTS = 1_000_000
-
-
-def _rank(n: int, alpha: float) -> int:
-    """:math:`k = \\lceil (n+1)(1-\\alpha) \\rceil`: the rank coverage.conformal_quantile uses."""
-    return cv.conformal_rank(n, alpha)
 
 
 def finite_sample_level(n, alpha) -> float:
@@ -61,10 +60,10 @@ def finite_sample_level(n, alpha) -> float:
     """
     n = _checks.positive_int(n, "n")
     a = _checks.alpha(alpha)
-    k = _rank(n, a)
+    k = conformal_rank(n, a)
     if k > n:
         raise ValueError(f"n={n} calibration scores are too few for alpha={a}: the threshold is the "
-                         f"{k}-th smallest; pass n >= {cv.minimum_calibration(a)} or a larger alpha")
+                         f"{k}-th smallest; pass n >= {minimum_calibration(a)} or a larger alpha")
     return k / (n + 1)
 
 
@@ -106,7 +105,7 @@ def coverage_distribution(n, m, alpha) -> dict:
     m = _checks.at_most(_checks.positive_int(m, "m"), "m", MAX_TEST_POINTS)
     a = _checks.alpha(alpha)
     level = finite_sample_level(n, a)
-    k = _rank(n, a)
+    k = conformal_rank(n, a)
     b = n + 1 - k
     var_c = k * b / ((n + 1) ** 2 * (n + 2))
     between = level * (1 - level) - var_c  # E[C(1 - C)]
@@ -226,7 +225,7 @@ def split_coverage(scores, calibrating, alpha: float = 0.1) -> dict:
     cal = np.broadcast_to(s, mask.shape)[mask].reshape(mask.shape[0], n)
     # One threshold code path: coverage.conformal_quantile, once per split (a few hundred short
     # calls; the work over rows is vectorised inside it and below).
-    qhat = np.array([cv.conformal_quantile(row, a) for row in cal])
+    qhat = np.array([conformal_quantile(row, a) for row in cal])
     covered = (s[None, :] <= qhat[:, None]) & ~mask
     cov = covered.sum(axis=1) / m
     return {"coverage": cov, "qhat": qhat, "mean": float(cov.mean()),

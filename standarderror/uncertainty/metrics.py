@@ -48,7 +48,7 @@ def ece(confidence, correct, bins: int = 15, adaptive: bool = False) -> float:
     bins = _checks.bins(bins)
     if conf.min() < 0 or conf.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{conf.min():.3g}, {conf.max():.3g}]")
-    which = _bins(conf, bins, adaptive)
+    which = _bin_index(conf, bins, adaptive)
     gap = np.bincount(which, weights=conf - ok, minlength=bins)
     return float(np.abs(gap).sum() / conf.size)
 
@@ -79,11 +79,12 @@ def bin_index(confidence, bins: int = 15, adaptive: bool = False) -> np.ndarray:
         raise ValueError(f"confidence must be one- or two-dimensional (draws x rows), got shape {c.shape}")
     if c.min() < 0 or c.max() > 1:
         raise ValueError(f"confidence must lie in [0, 1]; got [{c.min():.3g}, {c.max():.3g}]")
-    return _bins(c, _checks.bins(bins), adaptive)
+    return _bin_index(c, _checks.bins(bins), adaptive)
 
 
-def _bins(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:
-    """:func:`bin_index` on validated input: the one binning rule of the package."""
+def _bin_index(c: np.ndarray, bins: int, adaptive: bool) -> np.ndarray:
+    """:func:`bin_index` without its input checks (the caller has made them): the one binning
+    rule of the package, shared by :func:`ece` and :func:`bin_index`."""
     if not adaptive:
         edges = np.linspace(0.0, 1.0, bins + 1)
         return np.clip(np.searchsorted(edges, c, side="left") - 1, 0, bins - 1)

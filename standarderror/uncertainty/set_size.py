@@ -18,8 +18,8 @@ import numpy as np
 from scipy import stats
 
 from standarderror import _checks
-from standarderror.uncertainty import calibration as _cb
 from standarderror.uncertainty.conformal import SCORES, conformal_sets
+from standarderror.uncertainty.ranks import pair_counts
 
 
 def set_summary(sets, y) -> dict:
@@ -164,7 +164,7 @@ def inversions(accuracy, size, *, list_limit: int = 10_000) -> dict:
     n = _checks.same_length(accuracy=acc, size=sz)
     if n < 2:
         return {"count": 0, "pairs": 0, "which": []}
-    counts = _cb.pair_counts(acc, sz)
+    counts = pair_counts(acc, sz)
     count, pairs = counts["concordant"], counts["pairs"] - counts["ties_x"]
     which = None
     if count <= list_limit:

@@ -26,7 +26,8 @@ from __future__ import annotations
 import numpy as np
 
 from standarderror import _checks
-from standarderror.uncertainty import calibration as cb
+from standarderror.uncertainty.metrics import ece, nll
+from standarderror.uncertainty.scaling import fitted_temperature, scale
 
 #: The keys of the dict of :func:`checkpoint_metrics` (and of one row of
 #: :func:`standarderror.experiments.trajectory.trajectory`).
@@ -74,22 +75,22 @@ def checkpoint_metrics(logp, y, sequence, *, bins: int = 15, halves: int = 20,
     ok = pred == y
     conf = np.exp(logp[rows, pred])
     p = np.exp(logp)
-    fit = cb.fitted_temperature(p, y, sequence, halves=halves, seed=seed)
+    fit = fitted_temperature(p, y, sequence, halves=halves, seed=seed)
     t_hat = fit["all"]
-    scaled = cb.scale(logp, t_hat)
+    scaled = scale(logp, t_hat)
     accuracy = float(ok.mean())
     confidence = float(conf.mean())
     return {
-        "loss": cb.nll(p, y),
+        "loss": nll(p, y),
         "accuracy": accuracy,
         "confidence": confidence,
         "gap": confidence - accuracy,
-        "ece": cb.ece(conf, ok, bins=bins),
+        "ece": ece(conf, ok, bins=bins),
         "temperature": t_hat,
         "temperature_low": fit["low"],
         "temperature_high": fit["high"],
         "loss_scaled": float(-scaled[rows, y].mean()),
-        "ece_scaled": cb.ece(np.exp(scaled[rows, pred]), ok, bins=bins),
+        "ece_scaled": ece(np.exp(scaled[rows, pred]), ok, bins=bins),
         "rows": int(n),
     }
 

@@ -7,12 +7,17 @@ figure captions, image ``alt`` text, inline and display maths, the shown attribu
 prose (Markdown or HTML an output displays, a print under a hidden input). Each is classed as
 
 * ``pinned``: inside a ``{pin}`` quote (checked against the code by the pin role);
-* ``declared``: inside an occurrence of a *setting* phrase, i.e. a number the page chose, listed
-  in the page's front matter (``settings:``, a list of strings) or book-wide in the Sphinx config
-  value ``se_settings``; phrases match whitespace-insensitively and case-sensitively. A phrase
-  must hold words as well as its number, and each of its numbers must be a literal of the
-  page's own code or a label (episode, figure, table, row, year, date): see
-  :func:`declaration_problems`. A measured number cannot be declared;
+* ``declared``: a number the page chose. Most are inferred: a label (``Table 3``,
+  ``episode 2``, ``rows 3 and 9``, a year, a date: :func:`is_label`), or a literal of the
+  page's code bound to a name or passed as a named argument, written beside that name
+  (``seed=0`` in the code declares "seed 0"; ``bins = 15`` declares "15 bins":
+  :func:`inferred_settings`). The others are *setting* phrases listed in the page's front
+  matter (``settings:``, a list of strings) or book-wide in the Sphinx config value
+  ``se_settings``. Phrases match whitespace-insensitively and case-sensitively (a label's
+  word in any case). A declared phrase must
+  hold words as well as its number, and each of its numbers must be a literal of the page's
+  own code or a label: see :func:`declaration_problems`. A measured number cannot be declared,
+  and a literal used elsewhere (a plot's ``alpha=0.5``) declares nothing;
 * ``quoted``: inside a box titled "Quoted ..." that names its source with a ``{cite}``; a table
   column of such a box that holds one of our pins (or is headed by words naming us) is ours and
   checked as usual, and a sentence of the box that speaks of us holds no number but a label
@@ -66,6 +71,7 @@ The scan is split by idea: :mod:`.tokenizer` (what counts as a number, and numbe
 
 from __future__ import annotations
 
+from . import settings  # noqa: F401  (settings.WANT_REDUNDANT: the CLI's --redundant)
 from .cli import _read_pages, main  # noqa: F401  (_read_pages: the tests read pages with it)
 from .codetext import drawn_problems, is_typed, typed_by_cell
 from .doctree import CHECK, MATH, PIN, PIN_CLASS, SKIP
@@ -74,13 +80,17 @@ from .scanner import RULES, Finding, counts, message, place, scan
 from .settings import (
     CONFIG_KEY,
     FRONT_MATTER_KEY,
+    LABEL,
     LABEL_WORDS,
     code_literals,
     declaration_problems,
+    inferred_settings,
+    is_label,
     literal_pin_problems,
     literal_pins,
     phrase_spans,
     read_settings,
+    redundant_settings,
 )
 from .tokenizer import (
     FRACTIONS,
@@ -95,7 +105,8 @@ from .tokenizer import (
 
 __all__ = ["CHECK", "CONFIG_KEY", "FRACTIONS", "FRONT_MATTER_KEY", "LABEL_WORDS", "MATH", "NUMBER",
            "PIN", "PIN_CLASS", "RULES", "SKIP", "SUPERSCRIPTS", "UNIT_SUFFIXES", "Finding", "Token",
-           "code_literals", "code_picture_problems", "counts", "declaration_problems",
+           "LABEL", "code_literals", "code_picture_problems", "counts", "declaration_problems",
+           "inferred_settings", "is_label", "redundant_settings",
            "drawn_problems", "is_typed", "literal_pin_problems", "typed_by_cell",
            "literal_pins", "is_math_checked", "main", "message",
            "phrase_spans", "place", "read_settings", "scan", "tokens", "word_numbers"]

@@ -100,6 +100,8 @@ def _read_pages(pages: list[Path], root: Path) -> dict:
                                      "problems": rec.get("setting_problems", [])
                                      + rec.get("code_problems", []),
                                      "unused": rec.get("unused_settings", []),
+                                     "inferred": rec.get("inferred_settings", []),
+                                     "redundant": rec.get("redundant_settings", []),
                                      "settings": len(read_settings(page)[0])}
         finally:
             nb_read.read_myst_markdown_notebook = original_md
@@ -119,7 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("pages", nargs="+", type=Path, help="page sources (.md or .ipynb)")
     parser.add_argument("--all", action="store_true",
                         help="list every number found, not only the bare ones")
+    parser.add_argument("--redundant", action="store_true",
+                        help="list the front matter's setting phrases that the inference "
+                             "covers (each can be deleted: every number it declares is "
+                             "declared without it)")
     args = parser.parse_args(argv)
+    from . import settings
+
+    settings.WANT_REDUNDANT = args.redundant
     t0 = time.time()
     pages = [p for p in args.pages]
     for p in pages:
@@ -143,6 +152,20 @@ def main(argv: list[str] | None = None) -> int:
                 what = f" {f.why}" if f.why else ""
                 print(f"{place(str(rel), f.line)}: {f.number}{tag} ({f.kind}){rule}{what} "
                       f"\"{f.context}\"")
+        inferred = {}
+        for f in findings:
+            if f.phrase in res["inferred"]:
+                inferred[f.phrase] = inferred.get(f.phrase, 0) + 1
+        if inferred:
+            print(f"{rel}: inferred: " + ", ".join(
+                f"{p!r} x{n}" if p != settings.LABEL else f"labels x{n}"
+                for p, n in sorted(inferred.items())))
+        if args.redundant:
+            for phrase in res["redundant"]:
+                print(f"{rel}: redundant: setting {phrase!r} (the inference declares what it "
+                      "declares)")
+            print(f"{rel}: {len(res['redundant'])} of {res['settings']} declared setting "
+                  "phrases redundant")
         for phrase in res["unused"]:
             print(f"{rel}: note: setting {phrase!r} declares nothing the page's checked text "
                   "shows (its occurrences, if any, are in maths, code or outputs)")

@@ -34,10 +34,10 @@ from .doctree import (
     _skip_subtree,
 )
 from .pictures import picture_problems
-from .settings import _ISO_DATE, _phrase_hits
+from .settings import _ISO_DATE, LABEL, _phrase_hits, is_label
 from .tokenizer import _ADDRESS, FRACTIONS, NUMBER, SUPERSCRIPTS, is_math_checked, tokens, word_numbers
 
-#: The rules of the third round of the check (issue 24), by name: every page meets all of
+#: The rules of the check, by name: every page meets all of
 #: them (the findings name the rule they break).
 RULES = {
     "settings": "a setting phrase holds words, and its numbers are code literals or labels",
@@ -234,6 +234,8 @@ class _Scanner:
                 cls = "pinned"
             else:
                 phrase = next((p for a, b, p in spans if a <= tok.start and tok.end <= b), "")
+                if not phrase and mode == CHECK and is_label(text, tok):
+                    phrase = LABEL      # "Table 3", "Episode 2", a year: declares itself
                 if kind == "output" and not is_typed(tok.text, self.typed):
                     cls = "computed"   # computed by the code, not typed into it
                 else:

@@ -420,3 +420,138 @@ def literal_pin_problems(sources: list[str], phrases: list[str]) -> list[str]:
             "number the page chose is a setting: declare its phrase under `settings:` and "
             "write it in the prose without {pin}"
             for name, value in literal_pins(sources).items() if abs(value) not in declared]
+
+
+# --------------------------------------------------------------------------------------
+# Settings inferred from the page's code
+# --------------------------------------------------------------------------------------
+
+#: Label for a number of the prose that is a label (``Table 3``, ``Episode 2``, a year, a
+#: date): the phrase a finding names when no declared or inferred phrase covers it.
+LABEL = "(label)"
+
+
+def is_label(text: str, tok: Token) -> bool:
+    """Whether the number ``tok`` of ``text`` is a label: a date, a year where a year stands,
+    or a whole or dotted number after a label word, case-insensitively (``Table 3``,
+    ``episode 2``, ``rows 3 and 9``); see :func:`_is_label`."""
+    return _is_label(text, tok)
+
+
+def _number_forms(value: float, typed: str) -> set[str]:
+    """How the prose may write a literal of the code: as typed, and for a whole value without
+    its ``.0`` and with thousands commas (``10000`` -> ``10000``, ``10,000``)."""
+    forms = {typed}
+    if float(value).is_integer():
+        whole = int(value)
+        forms |= {str(whole), f"{whole:,}"}
+    else:
+        forms.add(repr(float(value)))
+    return {f for f in forms if f}
+
+
+def _name_words(name: str) -> set[str]:
+    """The words of a name the prose may use beside its value: the name, and its parts of
+    three letters or more (``n_bins`` -> ``n_bins``, ``bins``)."""
+    words = {name}
+    words |= {part for part in name.split("_") if len(part) >= 3 and part.isalpha()}
+    return words
+
+
+def _phrases_for(name: str, value: float, typed: str) -> set[str]:
+    """The phrases that state ``name`` set to ``value``: ``seed 0``, ``seed = 0``,
+    ``15 bins``, ``bins = 15``; a name of one or two letters only as ``T = 2``."""
+    out = set()
+    for word in _name_words(name):
+        for number in _number_forms(value, typed):
+            out.add(f"{word} = {number}")
+            if len(word) >= 3:
+                out |= {f"{word} {number}", f"{word}s {number}", f"{number} {word}",
+                        f"{number} {word}s"}
+    return out
+
+
+def inferred_settings(sources: list[str]) -> list[str]:
+    """The setting phrases a page's code declares by itself: for every numeric literal the
+    code binds to a name (``bins = 15``, the name bound to nothing else) or passes as a named
+    argument (``seed=0``, ``alpha=0.1``; a literal in a tuple or list counts, each element),
+    the phrases that put that name beside that value in the prose (:func:`_phrases_for`).
+
+    What this cannot declare, by construction: a number the code computes (it is no literal);
+    a literal passed by position (nothing names it); a literal that sets how a figure looks
+    (a drawing call's style keyword: ``alpha=0.5`` in ``plot`` declares nothing); and a
+    literal written in the prose without its name ("about 0.5"). A literal bound to a name
+    that is bound to anything else as well (a loop, an argument, a computed value) is none
+    either.
+    """
+    import ast
+
+    trees = [t for t in map(parse_code, sources) if t is not None]
+    bound = bindings(trees)
+
+    def literals_of(node) -> list[tuple[float, str]]:
+        if isinstance(node, (ast.Tuple, ast.List)):
+            out = [lit for elt in node.elts for lit in literals_of(elt)]
+            return out if len(out) == len(node.elts) else []
+        sign = ""
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            node, sign = node.operand, "-"
+        if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
+                and not isinstance(node.value, bool):
+            value = -float(node.value) if sign else float(node.value)
+            return [(value, sign + repr(node.value))]
+        return []
+
+    phrases: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                f = node.func
+                call = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+                for kw in node.keywords:
+                    if not kw.arg or (call in DRAWING_CALLS and kw.arg in STYLE_KEYWORDS):
+                        continue
+                    for value, typed in literals_of(kw.value):
+                        phrases |= _phrases_for(kw.arg, value, typed)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name):
+                name = node.targets[0].id
+                found = literals_of(node.value)
+                values = bound.get(name, [])
+                if found and all(v is not None and literals_of(v) == found for v in values):
+                    for value, typed in found:
+                        phrases |= _phrases_for(name, value, typed)
+    return sorted(phrases)
+
+
+#: Set by the command line's ``--redundant``: the build then scans each page a second time
+#: without its declared phrases (:func:`redundant_settings`).
+WANT_REDUNDANT = False
+
+
+def redundant_settings(page_phrases: list[str], findings: list, without: list,
+                       sources: list[str]) -> list[str]:
+    """The page's declared phrases that the inference covers: every number a phrase declares
+    (``findings``, the scan with it) is declared without the page's phrases too (``without``,
+    the same scan with only the inferred and book-wide ones), and no pin of the code's
+    literals needs it (:func:`literal_pin_problems`). A phrase that declares nothing (its
+    occurrences, if any, are in maths or code) is listed too, unless the code's text holds it:
+    an output may show it, and the command line executes nothing. The build also keeps a
+    phrase that a figure's text needs (:func:`.codetext.drawn_problems`)."""
+    def key(f):
+        return (f.number, f.line, f.kind, f.context)
+
+    after: dict = {}
+    for f in without:
+        after.setdefault(key(f), []).append(f)
+    pinned = {abs(v) for v in literal_pins(sources).values()}
+    out = []
+    for phrase in page_phrases:
+        mine = [f for f in findings if f.phrase == phrase]
+        if any(_number_value(t.text) in pinned for t in tokens(phrase)):
+            continue
+        if not mine and any(_phrase_hits(source, [phrase]) for source in sources):
+            continue    # an output may show it (the command line executes nothing)
+        if all(any(g.cls != "bare" for g in after.get(key(f), [])) for f in mine):
+            out.append(phrase)
+    return out
