@@ -613,3 +613,42 @@ def test_grid_nll_sums_refuses_bad_input():
         cb.grid_nll_sums(z, [0, 1, 4], [1.0])
     with pytest.raises(ValueError, match="2 dimensions"):
         cb.grid_nll_sums(z[0], [0], [1.0])
+
+
+def test_table_headline_reads_the_quoted_rows_and_checks_the_grid():
+    rng = np.random.default_rng(3)
+    logp = cb.scale(rng.normal(size=(400, 6)) * 2, 1.0)
+    y = rng.integers(0, 6, 400)
+    table = cb.temperature_table(data={"logp": logp, "y": y})
+    h = cb.table_headline(table, grid=cb.GRID)
+    rows = {r["temperature"]: r for r in table["rows"]}
+    assert isinstance(h, cb.TableHeadline)
+    assert (h.n_table, h.ece_bins, h.acc) == (400, 15, rows[1.0]["accuracy"])
+    assert (h.ece_t1, h.ece_t05, h.ece_t3) == (rows[1.0]["ece"], rows[0.5]["ece"],
+                                               rows[3.0]["ece"])
+    assert (h.gap_t05, h.gap_t1, h.gap_t3) == (rows[0.5]["gap"], rows[1.0]["gap"],
+                                               rows[3.0]["gap"])
+    assert (h.nll_t1, h.nll_t125) == (rows[1.0]["nll"], rows[1.25]["nll"])
+    assert h.argmax_identical is True
+    with pytest.raises(ValueError, match="lacks"):
+        cb.table_headline(cb.temperature_table((1.0, 2.0), data={"logp": logp, "y": y}))
+
+
+@pytest.mark.slow
+def test_episode3_table_reads_as_its_figure_says():
+    """Episode 3's figure and alt text: ECE falls to T = 1 and rises after it; the gap falls
+    at every step and crosses zero between T = 1 and 1.25; below T = 1 the two lines nearly
+    coincide. Accuracy is one value at every temperature, and the argmax one array."""
+    table = cb.temperature_table()
+    h = cb.table_headline(table, grid=cb.GRID)
+    assert h.argmax_identical
+    rows = {r["temperature"]: r for r in table["rows"]}
+    assert len({r["accuracy"] for r in table["rows"]}) == 1
+    seven = sorted(rows)
+    ece_by_t = [rows[t]["ece"] for t in seven]
+    i1 = seven.index(1.0)
+    assert min(ece_by_t) == h.ece_t1
+    assert all(np.diff(ece_by_t[:i1 + 1]) < 0) and all(np.diff(ece_by_t[i1:]) > 0)
+    assert all(np.diff([rows[t]["gap"] for t in seven]) < 0)
+    assert rows[1.0]["gap"] > 0 > rows[1.25]["gap"]
+    assert all(abs(rows[t]["ece"] - abs(rows[t]["gap"])) < 0.01 for t in seven if t < 1)

@@ -47,9 +47,11 @@ from standarderror.uncertainty import confidence_order as _order
 from standarderror.uncertainty._inputs import _temperatures
 from standarderror.uncertainty.confidence_order import (
     TEMPERATURES,
+    TableHeadline,
     reordering,
     shared_shape,
     swap_pair,
+    table_headline,
     temperature_row,
 )
 from standarderror.uncertainty.metrics import bin_index, brier, ece, nll
@@ -77,8 +79,8 @@ __all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
            "brier", "confidence_scores", "ece", "fit_temperature", "fit_temperature_on_grid",
            "fitted_temperature", "grid_nll_sums", "kendall_tau", "nll", "pair_counts",
-           "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "temperature_row",
-           "temperature_table"]
+           "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "table_headline",
+           "TableHeadline", "temperature_row", "temperature_table"]
 
 
 def temperature_table(temperatures=TEMPERATURES, *, data: dict | None = None, count: int = 10,
