@@ -652,3 +652,45 @@ def test_episode3_table_reads_as_its_figure_says():
     assert all(np.diff([rows[t]["gap"] for t in seven]) < 0)
     assert rows[1.0]["gap"] > 0 > rows[1.25]["gap"]
     assert all(abs(rows[t]["ece"] - abs(rows[t]["gap"])) < 0.01 for t in seven if t < 1)
+
+
+def test_reorder_headline_reads_the_quoted_temperatures():
+    rng = np.random.default_rng(5)
+    logp = cb.scale(rng.normal(size=(300, 6)) * 2, 1.0)
+    table = cb.temperature_table((0.5, 1.0, 1.25, 2.0, 3.0), data={"logp": logp,
+                                                                   "y": rng.integers(0, 6, 300)})
+    rows = cb.reordering(table)
+    h = cb.reorder_headline(rows)
+    at = {r["temperature"]: r for r in rows}
+    assert (h.tau_t05, h.tau_t125, h.tau_t2, h.tau_t3) == tuple(
+        at[t]["tau"] for t in (0.5, 1.25, 2.0, 3.0))
+    assert h.pairs_t2 == at[2.0]["pairs_reordered"]
+    assert h.top_left_t2 == 1 - at[2.0]["top_overlap"]
+    assert h.top_kept_t3 == at[3.0]["top_overlap"]
+    with pytest.raises(ValueError, match="lack"):
+        cb.reorder_headline(rows[:2])
+
+
+def test_abstention_headline_reads_the_quoted_cells():
+    rng = np.random.default_rng(6)
+    p = rng.dirichlet(np.ones(5), size=240)
+    y = rng.integers(0, 5, 240)
+    seq = np.repeat(np.arange(30), 8)
+    ab = cb.abstention(p, y, seq, temperatures=(0.5, 1.0, 1.25, 1.5, 2.0, 3.0), draws=20)
+    h = cb.abstention_headline(ab)
+    mp, ent, mar = ({t: ab["table"][(s, t)] for t in ab["temperatures"]}
+                    for s in cb.CONFIDENCE_SCORES)
+    assert (h.n_rows, h.n_seq, h.oracle) == (240, 30, ab["oracle"])
+    assert (h.mp_aurc_t1, h.ent_aurc_t1, h.mar_aurc) == (
+        mp[1.0]["aurc"], ent[1.0]["aurc"], mar[1.0]["aurc"])
+    assert (h.mp_d125, h.mp_lo125, h.mp_hi125, h.mp_d3) == (
+        mp[1.25]["difference"], mp[1.25]["low"], mp[1.25]["high"], mp[3.0]["difference"])
+    assert h.mp_rel_t3 == mp[3.0]["difference"] / mp[1.0]["aurc"]
+    assert (h.ent_d3, h.ent_lo3, h.ent_hi3) == (
+        ent[3.0]["difference"], ent[3.0]["low"], ent[3.0]["high"])
+    assert h.ent_rel_t3 == ent[3.0]["difference"] / ent[1.0]["aurc"]
+    assert (h.ent_top_t1, h.ent_top_t3) == (ent[1.0]["top_fifth"], ent[3.0]["top_fifth"])
+    assert h.mar_changes == 1          # the margin's order cannot move with T
+    assert (h.ent_aurc_t125, h.ent_aurc_t15) == (ent[1.25]["aurc"], ent[1.5]["aurc"])
+    with pytest.raises(ValueError, match="lacks"):
+        cb.abstention_headline(cb.abstention(p, y, seq, temperatures=(1.0, 2.0), draws=5))

@@ -47,7 +47,9 @@ from standarderror.uncertainty import confidence_order as _order
 from standarderror.uncertainty._inputs import _temperatures
 from standarderror.uncertainty.confidence_order import (
     TEMPERATURES,
+    ReorderHeadline,
     TableHeadline,
+    reorder_headline,
     reordering,
     shared_shape,
     swap_pair,
@@ -69,13 +71,16 @@ from standarderror.uncertainty.scaling import (
 from standarderror.uncertainty.selective import (
     ABSTENTION_TEMPERATURES,
     GRID,
+    AbstentionHeadline,
     abstention,
+    abstention_headline,
     aurc,
     best_temperature,
     risk_coverage,
 )
 
-__all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES",
+__all__ = ["ABSTENTION_TEMPERATURES", "AbstentionHeadline", "CONFIDENCE_SCORES", "GRID",
+           "ReorderHeadline", "TEMPERATURES", "abstention_headline", "reorder_headline",
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
            "brier", "confidence_scores", "ece", "fit_temperature", "fit_temperature_on_grid",
            "fitted_temperature", "grid_nll_sums", "kendall_tau", "nll", "pair_counts",

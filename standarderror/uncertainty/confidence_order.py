@@ -287,3 +287,32 @@ def shared_shape(logp, shape=None) -> np.ndarray:
     z[rows, others] = a[:, None] * gaps[None, 1:]
     z[np.arange(n), pred] = 0.0
     return scale(z, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReorderHeadline:
+    """What Episode 3 quotes of :func:`reordering`: Kendall's tau against T = 1 at T = 0.5,
+    1.25, 2 and 3 (``tau_t05`` ...), the share of pairs reordered at T = 2 (``pairs_t2``),
+    the share of the surest rows at T = 1 that leave them at T = 2 (``top_left_t2``) and the
+    share kept at T = 3 (``top_kept_t3``)."""
+
+    tau_t05: float
+    tau_t125: float
+    tau_t2: float
+    tau_t3: float
+    pairs_t2: float
+    top_left_t2: float
+    top_kept_t3: float
+
+
+def reorder_headline(rows: list[dict]) -> ReorderHeadline:
+    """The values Episode 3 quotes of ``rows`` (a :func:`reordering` result holding T = 0.5,
+    1.25, 2 and 3)."""
+    at = {r["temperature"]: r for r in rows}
+    missing = {0.5, 1.25, 2.0, 3.0} - set(at)
+    if missing:
+        raise ValueError(f"reorder_headline: the rows lack T = {sorted(missing)}")
+    return ReorderHeadline(
+        tau_t05=at[0.5]["tau"], tau_t125=at[1.25]["tau"], tau_t2=at[2.0]["tau"],
+        tau_t3=at[3.0]["tau"], pairs_t2=at[2.0]["pairs_reordered"],
+        top_left_t2=1 - at[2.0]["top_overlap"], top_kept_t3=at[3.0]["top_overlap"])
