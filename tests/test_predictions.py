@@ -48,7 +48,7 @@ def test_standard_draws_reads_each_draw_once_and_names_its_fields(monkeypatch):
     def fake(count, size, seed):
         calls.append((count, size, seed))
         logp = np.log(rng.dirichlet(np.ones(5), size=count * size))
-        y = rng.integers(0, 5, count * size)
+        y = np.array([rng.choice(5, p=row) for row in np.exp(logp)])   # calibrated labels
         return {"p": np.exp(logp), "logp": logp, "y": y,
                 "sequence": np.repeat(np.arange(count), size)}
 
