@@ -694,3 +694,29 @@ def test_abstention_headline_reads_the_quoted_cells():
     assert (h.ent_aurc_t125, h.ent_aurc_t15) == (ent[1.25]["aurc"], ent[1.5]["aurc"])
     with pytest.raises(ValueError, match="lacks"):
         cb.abstention_headline(cb.abstention(p, y, seq, temperatures=(1.0, 2.0), draws=5))
+
+
+def test_fit_headline_reads_the_fit_the_best_temperatures_and_the_sharpened_row():
+    rng = np.random.default_rng(7)
+    p = rng.dirichlet(np.ones(5) * 0.7, size=240)
+    y = np.array([rng.choice(5, p=row) for row in p])
+    seq = np.repeat(np.arange(30), 8)
+    fit = cb.fitted_temperature(p, y, seq, halves=4)
+    best = {s: cb.best_temperature(p, y, s) for s in cb.CONFIDENCE_SCORES}
+    ab = cb.abstention(p, y, seq, temperatures=(0.5, 1.0), draws=10)
+    at = cb.abstention(p, y, seq, temperatures=(fit["mean"],), draws=10)["table"]
+    at_fit = {s: at[(s, fit["mean"])] for s in cb.CONFIDENCE_SCORES}
+    h = cb.fit_headline(fit, best, at_fit, ab, near=1.1)
+    mpc, entc = best["max probability"], best["entropy"]
+    assert (h.fit_mean, h.fit_low, h.fit_high) == (fit["mean"], fit["low"], fit["high"])
+    assert (h.mp_best, h.mp_best_aurc) == (mpc["temperature"], mpc["aurc"])
+    assert h.mp_aurc_t11 == mpc["curve"][1.1]
+    assert h.mp_worst == max(mpc["curve"].values())
+    assert (h.ent_best, h.ent_best_aurc) == (entc["temperature"], entc["aurc"])
+    assert (h.mp_at_fit, h.ent_at_fit) == (at_fit["max probability"]["aurc"],
+                                           at_fit["entropy"]["aurc"])
+    assert (h.ent_d_fit, h.ent_lo_fit, h.ent_hi_fit) == tuple(
+        at_fit["entropy"][k] for k in ("difference", "low", "high"))
+    assert h.mar_flat == 1 and h.grid_points == len(best["margin"]["curve"])
+    assert (h.mp_d05, h.ent_d05) == (ab["table"][("max probability", 0.5)]["difference"],
+                                     ab["table"][("entropy", 0.5)]["difference"])

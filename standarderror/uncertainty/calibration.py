@@ -72,14 +72,17 @@ from standarderror.uncertainty.selective import (
     ABSTENTION_TEMPERATURES,
     GRID,
     AbstentionHeadline,
+    FitHeadline,
     abstention,
     abstention_headline,
     aurc,
     best_temperature,
+    fit_headline,
     risk_coverage,
 )
 
-__all__ = ["ABSTENTION_TEMPERATURES", "AbstentionHeadline", "CONFIDENCE_SCORES", "GRID",
+__all__ = ["ABSTENTION_TEMPERATURES", "AbstentionHeadline", "CONFIDENCE_SCORES", "FitHeadline",
+           "GRID", "fit_headline",
            "ReorderHeadline", "TEMPERATURES", "abstention_headline", "reorder_headline",
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
            "brier", "confidence_scores", "ece", "fit_temperature", "fit_temperature_on_grid",
