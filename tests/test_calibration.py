@@ -616,3 +616,110 @@ def test_grid_nll_sums_refuses_bad_input():
         cb.grid_nll_sums(z, [0, 1, 4], [1.0])
     with pytest.raises(ValueError, match="2 dimensions"):
         cb.grid_nll_sums(z[0], [0], [1.0])
+
+
+def test_table_headline_reads_the_quoted_rows_and_checks_the_grid():
+    rng = np.random.default_rng(3)
+    logp = cb.scale(rng.normal(size=(400, 6)) * 2, 1.0)
+    y = rng.integers(0, 6, 400)
+    table = cb.temperature_table(data={"logp": logp, "y": y})
+    h = cb.table_headline(table, grid=cb.GRID)
+    rows = {r["temperature"]: r for r in table["rows"]}
+    assert isinstance(h, cb.TableHeadline)
+    assert (h.n_table, h.ece_bins, h.acc) == (400, 15, rows[1.0]["accuracy"])
+    assert (h.ece_t1, h.ece_t05, h.ece_t3) == (rows[1.0]["ece"], rows[0.5]["ece"],
+                                               rows[3.0]["ece"])
+    assert (h.gap_t05, h.gap_t1, h.gap_t3) == (rows[0.5]["gap"], rows[1.0]["gap"],
+                                               rows[3.0]["gap"])
+    assert (h.nll_t1, h.nll_t125) == (rows[1.0]["nll"], rows[1.25]["nll"])
+    assert h.argmax_identical is True
+    with pytest.raises(ValueError, match="lacks"):
+        cb.table_headline(cb.temperature_table((1.0, 2.0), data={"logp": logp, "y": y}))
+
+
+@pytest.mark.slow
+def test_episode3_table_reads_as_its_figure_says():
+    """Episode 3's figure and alt text: ECE falls to T = 1 and rises after it; the gap falls
+    at every step and crosses zero between T = 1 and 1.25; below T = 1 the two lines nearly
+    coincide. Accuracy is one value at every temperature, and the argmax one array."""
+    table = cb.temperature_table()
+    h = cb.table_headline(table, grid=cb.GRID)
+    assert h.argmax_identical
+    rows = {r["temperature"]: r for r in table["rows"]}
+    assert len({r["accuracy"] for r in table["rows"]}) == 1
+    seven = sorted(rows)
+    ece_by_t = [rows[t]["ece"] for t in seven]
+    i1 = seven.index(1.0)
+    assert min(ece_by_t) == h.ece_t1
+    assert all(np.diff(ece_by_t[:i1 + 1]) < 0) and all(np.diff(ece_by_t[i1:]) > 0)
+    assert all(np.diff([rows[t]["gap"] for t in seven]) < 0)
+    assert rows[1.0]["gap"] > 0 > rows[1.25]["gap"]
+    assert all(abs(rows[t]["ece"] - abs(rows[t]["gap"])) < 0.01 for t in seven if t < 1)
+
+
+def test_reorder_headline_reads_the_quoted_temperatures():
+    rng = np.random.default_rng(5)
+    logp = cb.scale(rng.normal(size=(300, 6)) * 2, 1.0)
+    table = cb.temperature_table((0.5, 1.0, 1.25, 2.0, 3.0), data={"logp": logp,
+                                                                   "y": rng.integers(0, 6, 300)})
+    rows = cb.reordering(table)
+    h = cb.reorder_headline(rows)
+    at = {r["temperature"]: r for r in rows}
+    assert (h.tau_t05, h.tau_t125, h.tau_t2, h.tau_t3) == tuple(
+        at[t]["tau"] for t in (0.5, 1.25, 2.0, 3.0))
+    assert h.pairs_t2 == at[2.0]["pairs_reordered"]
+    assert h.top_left_t2 == 1 - at[2.0]["top_overlap"]
+    assert h.top_kept_t3 == at[3.0]["top_overlap"]
+    with pytest.raises(ValueError, match="lack"):
+        cb.reorder_headline(rows[:2])
+
+
+def test_abstention_headline_reads_the_quoted_cells():
+    rng = np.random.default_rng(6)
+    p = rng.dirichlet(np.ones(5), size=240)
+    y = rng.integers(0, 5, 240)
+    seq = np.repeat(np.arange(30), 8)
+    ab = cb.abstention(p, y, seq, temperatures=(0.5, 1.0, 1.25, 1.5, 2.0, 3.0), draws=20)
+    h = cb.abstention_headline(ab)
+    mp, ent, mar = ({t: ab["table"][(s, t)] for t in ab["temperatures"]}
+                    for s in cb.CONFIDENCE_SCORES)
+    assert (h.n_rows, h.n_seq, h.oracle) == (240, 30, ab["oracle"])
+    assert (h.mp_aurc_t1, h.ent_aurc_t1, h.mar_aurc) == (
+        mp[1.0]["aurc"], ent[1.0]["aurc"], mar[1.0]["aurc"])
+    assert (h.mp_d125, h.mp_lo125, h.mp_hi125, h.mp_d3) == (
+        mp[1.25]["difference"], mp[1.25]["low"], mp[1.25]["high"], mp[3.0]["difference"])
+    assert h.mp_rel_t3 == mp[3.0]["difference"] / mp[1.0]["aurc"]
+    assert (h.ent_d3, h.ent_lo3, h.ent_hi3) == (
+        ent[3.0]["difference"], ent[3.0]["low"], ent[3.0]["high"])
+    assert h.ent_rel_t3 == ent[3.0]["difference"] / ent[1.0]["aurc"]
+    assert (h.ent_top_t1, h.ent_top_t3) == (ent[1.0]["top_fifth"], ent[3.0]["top_fifth"])
+    assert h.mar_changes == 1          # the margin's order cannot move with T
+    assert (h.ent_aurc_t125, h.ent_aurc_t15) == (ent[1.25]["aurc"], ent[1.5]["aurc"])
+    with pytest.raises(ValueError, match="lacks"):
+        cb.abstention_headline(cb.abstention(p, y, seq, temperatures=(1.0, 2.0), draws=5))
+
+
+def test_fit_headline_reads_the_fit_the_best_temperatures_and_the_sharpened_row():
+    rng = np.random.default_rng(7)
+    p = rng.dirichlet(np.ones(5) * 0.7, size=240)
+    y = np.array([rng.choice(5, p=row) for row in p])
+    seq = np.repeat(np.arange(30), 8)
+    fit = cb.fitted_temperature(p, y, seq, halves=4)
+    best = {s: cb.best_temperature(p, y, s) for s in cb.CONFIDENCE_SCORES}
+    ab = cb.abstention(p, y, seq, temperatures=(0.5, 1.0), draws=10)
+    at = cb.abstention(p, y, seq, temperatures=(fit["mean"],), draws=10)["table"]
+    at_fit = {s: at[(s, fit["mean"])] for s in cb.CONFIDENCE_SCORES}
+    h = cb.fit_headline(fit, best, at_fit, ab, near=1.1)
+    mpc, entc = best["max probability"], best["entropy"]
+    assert (h.fit_mean, h.fit_low, h.fit_high) == (fit["mean"], fit["low"], fit["high"])
+    assert (h.mp_best, h.mp_best_aurc) == (mpc["temperature"], mpc["aurc"])
+    assert h.mp_aurc_t11 == mpc["curve"][1.1]
+    assert h.mp_worst == max(mpc["curve"].values())
+    assert (h.ent_best, h.ent_best_aurc) == (entc["temperature"], entc["aurc"])
+    assert (h.mp_at_fit, h.ent_at_fit) == (at_fit["max probability"]["aurc"],
+                                           at_fit["entropy"]["aurc"])
+    assert (h.ent_d_fit, h.ent_lo_fit, h.ent_hi_fit) == tuple(
+        at_fit["entropy"][k] for k in ("difference", "low", "high"))
+    assert h.mar_flat == 1 and h.grid_points == len(best["margin"]["curve"])
+    assert (h.mp_d05, h.ent_d05) == (ab["table"][("max probability", 0.5)]["difference"],
+                                     ab["table"][("entropy", 0.5)]["difference"])

@@ -248,3 +248,27 @@ def test_spread_interval_against_scipy_and_errors():
         ex.spread_interval([1.0, 2.0])
     with pytest.raises(ValueError, match="level"):
         ex.spread_interval(v, 1.0)
+
+
+def test_one_split_names_what_episode_1_quotes_and_agrees_with_the_vectorised_path():
+    rng = np.random.default_rng(4)
+    windows, width, labels = 40, 8, 5
+    p = rng.dirichlet(np.ones(labels) * 0.5, size=windows * width)
+    y = np.array([rng.choice(labels, p=row) for row in p])
+    pred = {"p": p, "y": y, "sequence": np.repeat(np.arange(windows), width),
+            "position": np.tile(np.arange(width), windows)}
+    s = ex.one_split(pred, 0.1, share=0.5, seed=0)
+    cal = ex.calibration_masks(pred["sequence"], share=0.5, splits=1, by="sequence", seed=0)[0]
+    assert np.array_equal(s.calibrating, cal)
+    made = cv.conformal_sets(p[cal], y[cal], p[~cal], alpha=0.1, score="lac")
+    summary = cv.set_summary(made["sets"], y[~cal])
+    assert (s.window, s.rows, s.windows) == (width, windows * width, windows)
+    assert (s.n_cal, s.n_test) == (int(cal.sum()), int((~cal).sum()))
+    assert s.qhat == made["qhat"] and s.p_min == 1 - made["qhat"]
+    assert s.coverage_one == summary["coverage"] and s.mean_size == summary["mean_size"]
+    assert s.level == ex.finite_sample_level(s.n_cal, 0.1)
+    assert s.accuracy == float((p[~cal].argmax(axis=1) == y[~cal]).mean())
+    assert np.array_equal(s.sets, made["sets"])
+    # the one split, recomputed by the vectorised path of the page's later cells
+    scores = cv.label_scores(p, score="lac")[np.arange(y.size), y]
+    assert ex.split_coverage(scores, cal[None, :], 0.1)["coverage"][0] == s.coverage_one

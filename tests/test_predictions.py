@@ -36,3 +36,33 @@ def test_labels_are_the_next_characters_of_the_same_windows(pred):
 def test_accuracy_is_far_above_chance(pred):
     acc = (pred["p"].argmax(1) == pred["y"]).mean()
     assert acc > 0.4 > 1 / len(pred["chars"])
+
+
+def test_standard_draws_reads_each_draw_once_and_names_its_fields(monkeypatch):
+    from standarderror.llm import predictions as pr
+    from standarderror.uncertainty import metrics, scaling
+
+    rng = np.random.default_rng(0)
+    calls = []
+
+    def fake(count, size, seed):
+        calls.append((count, size, seed))
+        logp = np.log(rng.dirichlet(np.ones(5), size=count * size))
+        y = np.array([rng.choice(5, p=row) for row in np.exp(logp)])   # calibrated labels
+        return {"p": np.exp(logp), "logp": logp, "y": y,
+                "sequence": np.repeat(np.arange(count), size)}
+
+    monkeypatch.setattr(pr, "predictions", fake)
+    d = pr.standard_draws()
+    assert calls == [(10, 16, 0), (24, 16, 1)]
+    assert d.ece_bins == 15
+    assert (d.seed0_windows, d.seed0_rows, d.seed1_windows, d.seed1_rows) == (10, 160, 24, 384)
+    rng = np.random.default_rng(0)
+    first = fake(10, 16, 0)
+    correct = first["p"].argmax(axis=1) == first["y"]
+    assert d.seed0_acc == correct.mean()
+    assert d.seed0_ece == metrics.ece(first["p"].max(axis=1), correct)
+    assert d.seed0_t == scaling.fit_temperature(first["logp"], first["y"])
+    import dataclasses
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        d.seed0_acc = 0.0

@@ -12,6 +12,8 @@ a predictions x vocabulary array).
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 
@@ -76,3 +78,49 @@ def on_windows(lm, windows) -> dict:
     return {"logp": np.concatenate(logps).reshape(-1, lm.vocab_size),
             "y": np.concatenate(ys).reshape(-1),
             "sequence": np.repeat(np.arange(n_seq), lm.window)}
+
+
+@dataclasses.dataclass(frozen=True)
+class StandardDraws:
+    """The two held-out draws the lectures measure, and each one's headline values at T = 1.
+
+    ``seed0_*``: :func:`predictions` with ``count=10, size=16, seed=0`` (the draw of
+    :func:`standarderror.uncertainty.calibration.temperature_table`). ``seed1_*``: with
+    ``count=24, size=16, seed=1`` (the default of :func:`predictions`). For each: the number of
+    windows and predictions, top-1 accuracy, ECE with 15 equal-width bins at T = 1, and the
+    temperature that minimises the NLL of all its predictions
+    (:func:`standarderror.uncertainty.scaling.fit_temperature`). ``ece_bins``: the ECE's bin
+    count, the default of :func:`standarderror.uncertainty.metrics.ece`.
+    """
+
+    ece_bins: int
+    seed0_windows: int
+    seed0_rows: int
+    seed0_acc: float
+    seed0_ece: float
+    seed0_t: float
+    seed1_windows: int
+    seed1_rows: int
+    seed1_acc: float
+    seed1_ece: float
+    seed1_t: float
+
+
+def _headline(pred: dict) -> tuple:
+    from standarderror.uncertainty import metrics, scaling
+
+    p, y, logp = pred["p"], pred["y"], pred["logp"]
+    correct = p.argmax(axis=1) == y
+    return (int(np.unique(pred["sequence"]).size), int(y.size), float(correct.mean()),
+            float(metrics.ece(p.max(axis=1), correct)), float(scaling.fit_temperature(logp, y)))
+
+
+def standard_draws() -> StandardDraws:
+    """Measure the lectures' two standard draws of held-out predictions (:class:`StandardDraws`)."""
+    import inspect
+
+    from standarderror.uncertainty import metrics
+
+    bins = inspect.signature(metrics.ece).parameters["bins"].default
+    return StandardDraws(bins, *_headline(predictions(count=10, size=16, seed=0)),
+                         *_headline(predictions(count=24, size=16, seed=1)))

@@ -44,9 +44,13 @@ from __future__ import annotations
 
 from standarderror.uncertainty.confidence_order import (
     TEMPERATURES,
+    ReorderHeadline,
+    TableHeadline,
+    reorder_headline,
     reordering,
     shared_shape,
     swap_pair,
+    table_headline,
     temperature_row,
     temperature_table,
 )
@@ -65,16 +69,22 @@ from standarderror.uncertainty.scaling import (
 from standarderror.uncertainty.selective import (
     ABSTENTION_TEMPERATURES,
     GRID,
+    AbstentionHeadline,
+    FitHeadline,
     abstention,
+    abstention_headline,
     aurc,
     best_temperature,
+    fit_headline,
     risk_coverage,
 )
 
-__all__ = ["ABSTENTION_TEMPERATURES", "CONFIDENCE_SCORES", "GRID", "TEMPERATURES",
+__all__ = ["ABSTENTION_TEMPERATURES", "AbstentionHeadline", "CONFIDENCE_SCORES", "FitHeadline",
+           "GRID", "fit_headline",
+           "ReorderHeadline", "TEMPERATURES", "abstention_headline", "reorder_headline",
            "TemperatureAtBoundWarning", "abstention", "aurc", "best_temperature", "bin_index",
            "brier", "confidence_scores", "ece", "fit_temperature", "fit_temperature_on_grid",
            "fitted_temperature", "grid_nll_sums", "kendall_tau", "nll", "pair_counts",
-           "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "temperature_row",
-           "temperature_table"]
+           "reordering", "risk_coverage", "scale", "shared_shape", "swap_pair", "table_headline",
+           "TableHeadline", "temperature_row", "temperature_table"]
 

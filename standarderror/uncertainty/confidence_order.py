@@ -8,6 +8,8 @@ and the accuracy cannot move; between predictions a confidence score can change 
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from scipy import optimize
 
@@ -66,7 +68,52 @@ def temperature_table(temperatures=TEMPERATURES, *, data: dict, bins: int = 15) 
         rows.append(temperature_row(t, pred, np.exp(lt.max(axis=1)),
                                     -lt[np.arange(y.size), y], y, bins=bins))
     return {"rows": rows, "accuracy_identical": identical, "temperatures": ts,
-            "logp": logp, "y": y, "rows_count": int(y.size)}
+            "logp": logp, "y": y, "rows_count": int(y.size), "bins": int(bins)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TableHeadline:
+    """What Episode 3 quotes of a temperature table (:func:`table_headline`).
+
+    ``n_table`` predictions, ``ece_bins`` equal-width ECE bins, the accuracy ``acc`` (one value
+    at every temperature), ECE at T = 1, 0.5 and 3 (``ece_t1``, ``ece_t05``, ``ece_t3``),
+    mean confidence minus accuracy at T = 0.5, 1 and 3 (``gap_t05``, ``gap_t1``, ``gap_t3``),
+    and the NLL at T = 1 and 1.25 (``nll_t1``, ``nll_t125``). ``argmax_identical``: the
+    predicted labels are the same array at every temperature of the table and of ``grid``.
+    """
+
+    n_table: int
+    ece_bins: int
+    acc: float
+    ece_t1: float
+    ece_t05: float
+    ece_t3: float
+    gap_t05: float
+    gap_t1: float
+    gap_t3: float
+    nll_t1: float
+    nll_t125: float
+    argmax_identical: bool
+
+
+def table_headline(table: dict, grid=()) -> TableHeadline:
+    """The values Episode 3 quotes of ``table`` (a :func:`temperature_table` result).
+
+    The table must hold T = 0.5, 1, 1.25 and 3. ``argmax_identical`` also compares the argmax
+    at every temperature of ``grid`` with the unscaled one, exactly.
+    """
+    rows = {r["temperature"]: r for r in table["rows"]}
+    missing = {0.5, 1.0, 1.25, 3.0} - set(rows)
+    if missing:
+        raise ValueError(f"table_headline: the table lacks T = {sorted(missing)}")
+    top = table["logp"].argmax(axis=1)
+    same = table["accuracy_identical"] and all(
+        np.array_equal(scale(table["logp"], t).argmax(axis=1), top) for t in grid)
+    return TableHeadline(
+        n_table=table["rows_count"], ece_bins=table["bins"], acc=rows[1.0]["accuracy"],
+        ece_t1=rows[1.0]["ece"], ece_t05=rows[0.5]["ece"], ece_t3=rows[3.0]["ece"],
+        gap_t05=rows[0.5]["gap"], gap_t1=rows[1.0]["gap"], gap_t3=rows[3.0]["gap"],
+        nll_t1=rows[1.0]["nll"], nll_t125=rows[1.25]["nll"], argmax_identical=bool(same))
 
 
 def temperature_row(temperature: float, pred, confidence, nll, y, *, bins: int = 15) -> dict:
@@ -241,3 +288,32 @@ def shared_shape(logp, shape=None) -> np.ndarray:
     z[rows, others] = a[:, None] * gaps[None, 1:]
     z[np.arange(n), pred] = 0.0
     return scale(z, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReorderHeadline:
+    """What Episode 3 quotes of :func:`reordering`: Kendall's tau against T = 1 at T = 0.5,
+    1.25, 2 and 3 (``tau_t05`` ...), the share of pairs reordered at T = 2 (``pairs_t2``),
+    the share of the surest rows at T = 1 that leave them at T = 2 (``top_left_t2``) and the
+    share kept at T = 3 (``top_kept_t3``)."""
+
+    tau_t05: float
+    tau_t125: float
+    tau_t2: float
+    tau_t3: float
+    pairs_t2: float
+    top_left_t2: float
+    top_kept_t3: float
+
+
+def reorder_headline(rows: list[dict]) -> ReorderHeadline:
+    """The values Episode 3 quotes of ``rows`` (a :func:`reordering` result holding T = 0.5,
+    1.25, 2 and 3)."""
+    at = {r["temperature"]: r for r in rows}
+    missing = {0.5, 1.25, 2.0, 3.0} - set(at)
+    if missing:
+        raise ValueError(f"reorder_headline: the rows lack T = {sorted(missing)}")
+    return ReorderHeadline(
+        tau_t05=at[0.5]["tau"], tau_t125=at[1.25]["tau"], tau_t2=at[2.0]["tau"],
+        tau_t3=at[3.0]["tau"], pairs_t2=at[2.0]["pairs_reordered"],
+        top_left_t2=1 - at[2.0]["top_overlap"], top_kept_t3=at[3.0]["top_overlap"])

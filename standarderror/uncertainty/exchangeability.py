@@ -27,6 +27,8 @@ what the promise is about:
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from scipy import stats
 
@@ -34,8 +36,10 @@ from standarderror import _checks
 from standarderror.uncertainty.conformal import (
     conformal_quantile,
     conformal_rank,
+    conformal_sets,
     minimum_calibration,
 )
+from standarderror.uncertainty.set_size import set_summary
 
 #: How a calibration set is drawn: individual rows, or whole sequences (windows).
 SPLITS = ("row", "sequence")
@@ -296,3 +300,52 @@ def escalation(sets, y) -> dict:
     out["escalated_coverage"] = float(hit[~kept].mean()) if (~kept).any() else float("nan")
     out["escalated_size"] = float(size[~kept].mean()) if (~kept).any() else float("nan")
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class OneSplit:
+    """Split conformal sets calibrated on one split of whole windows (:func:`one_split`).
+
+    Number fields: ``window`` (predictions per window), ``rows``, ``windows``, ``n_cal`` and
+    ``n_test`` (calibration and test predictions), ``qhat`` (the threshold), ``p_min``
+    (``1 - qhat``: the least probability a label in a set has, for LAC), ``coverage_one``,
+    ``mean_size`` (of the test sets), ``level`` (:func:`finite_sample_level` of ``n_cal``) and
+    ``accuracy`` (top-1, on the test predictions). ``calibrating`` is the calibration mask over
+    all rows, ``sets`` the test sets (boolean, test rows x labels).
+    """
+
+    window: int
+    rows: int
+    windows: int
+    n_cal: int
+    n_test: int
+    qhat: float
+    p_min: float
+    coverage_one: float
+    level: float
+    mean_size: float
+    accuracy: float
+    calibrating: np.ndarray = dataclasses.field(repr=False)
+    sets: np.ndarray = dataclasses.field(repr=False)
+
+
+def one_split(pred: dict, alpha: float = 0.1, *, share: float = 0.5, seed: int = 0,
+              score: str = "lac") -> OneSplit:
+    """Calibrate split conformal sets on a random ``share`` of whole windows, test on the rest.
+
+    ``pred`` holds ``p`` (rows x labels), ``y``, ``sequence`` (each row's window) and
+    ``position`` (each row's place in its window), as :func:`standarderror.llm.predictions.predictions`
+    returns them. The split is :func:`calibration_masks` with ``by="sequence"``.
+    """
+    p, y, seq = pred["p"], pred["y"], pred["sequence"]
+    cal = calibration_masks(seq, share=share, splits=1, by="sequence", seed=seed)[0]
+    made = conformal_sets(p[cal], y[cal], p[~cal], alpha=alpha, score=score)
+    summary = set_summary(made["sets"], y[~cal])
+    n, m = int(cal.sum()), int((~cal).sum())
+    return OneSplit(
+        window=int(pred["position"].max()) + 1, rows=int(y.size), windows=int(seq.max() + 1),
+        n_cal=n, n_test=m, qhat=made["qhat"], p_min=1 - made["qhat"],
+        coverage_one=summary["coverage"], level=finite_sample_level(n, alpha),
+        mean_size=summary["mean_size"],
+        accuracy=float((p[~cal].argmax(axis=1) == y[~cal]).mean()),
+        calibrating=cal, sets=made["sets"])

@@ -3,6 +3,8 @@ with a sequence-level bootstrap, and the temperature that abstains best."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from standarderror import _checks
@@ -266,3 +268,127 @@ def best_temperature(p, y, score: str, temperatures=None) -> dict:
     values = np.array(list(curve.values()))
     best = None if np.all(values == values[0]) else float(list(curve)[int(values.argmin())])
     return {"temperature": best, "aurc": float(values.min()), "curve": curve}
+
+
+@dataclasses.dataclass(frozen=True)
+class AbstentionHeadline:
+    """What Episode 3 quotes of an :func:`abstention` result.
+
+    ``n_rows`` predictions in ``n_seq`` windows; ``oracle`` AURC; at T = 1 the AURC of the top
+    probability (``mp_aurc_t1``), of entropy (``ent_aurc_t1``) and of the margin
+    (``mar_aurc``). Changes in AURC against T = 1 with their interval: the top probability
+    at T = 1.25 (``mp_d125``, ``mp_lo125``, ``mp_hi125``) and 3 (``mp_d3``), entropy at
+    T = 1.25 (``ent_d125``, ``ent_lo125``, ``ent_hi125``) and 3 (``ent_d3``, ``ent_lo3``,
+    ``ent_hi3``); the change at T = 3 relative to the score's AURC at T = 1 (``mp_rel_t3``,
+    ``ent_rel_t3``); entropy's accuracy on the surest fifth at T = 1 and 3 (``ent_top_t1``,
+    ``ent_top_t3``); how many distinct changes the margin takes over the temperatures
+    (``mar_changes``); entropy's AURC at T = 1.25 and 1.5 (``ent_aurc_t125``,
+    ``ent_aurc_t15``).
+    """
+
+    n_rows: int
+    n_seq: int
+    oracle: float
+    mp_aurc_t1: float
+    ent_aurc_t1: float
+    mar_aurc: float
+    mp_d125: float
+    mp_lo125: float
+    mp_hi125: float
+    mp_d3: float
+    mp_rel_t3: float
+    ent_d125: float
+    ent_lo125: float
+    ent_hi125: float
+    ent_d3: float
+    ent_lo3: float
+    ent_hi3: float
+    ent_rel_t3: float
+    ent_top_t1: float
+    ent_top_t3: float
+    mar_changes: int
+    ent_aurc_t125: float
+    ent_aurc_t15: float
+
+
+def abstention_headline(ab: dict) -> AbstentionHeadline:
+    """The values Episode 3 quotes of ``ab`` (an :func:`abstention` result over the three
+    scores, holding T = 1, 1.25, 1.5 and 3)."""
+    table = ab["table"]
+    need = {(s, t) for s in CONFIDENCE_SCORES for t in (1.0, 1.25, 1.5, 3.0)}
+    if need - set(table):
+        raise ValueError(f"abstention_headline: the table lacks {sorted(need - set(table))}")
+    mp, ent, mar = ({t: table[(s, t)] for t in ab["temperatures"]} for s in CONFIDENCE_SCORES)
+    return AbstentionHeadline(
+        n_rows=ab["rows"], n_seq=ab["sequences"], oracle=ab["oracle"],
+        mp_aurc_t1=mp[1.0]["aurc"], ent_aurc_t1=ent[1.0]["aurc"], mar_aurc=mar[1.0]["aurc"],
+        mp_d125=mp[1.25]["difference"], mp_lo125=mp[1.25]["low"], mp_hi125=mp[1.25]["high"],
+        mp_d3=mp[3.0]["difference"], mp_rel_t3=mp[3.0]["difference"] / mp[1.0]["aurc"],
+        ent_d125=ent[1.25]["difference"], ent_lo125=ent[1.25]["low"],
+        ent_hi125=ent[1.25]["high"], ent_d3=ent[3.0]["difference"], ent_lo3=ent[3.0]["low"],
+        ent_hi3=ent[3.0]["high"], ent_rel_t3=ent[3.0]["difference"] / ent[1.0]["aurc"],
+        ent_top_t1=ent[1.0]["top_fifth"], ent_top_t3=ent[3.0]["top_fifth"],
+        mar_changes=len({r["difference"] for r in mar.values()}),
+        ent_aurc_t125=ent[1.25]["aurc"], ent_aurc_t15=ent[1.5]["aurc"])
+
+
+@dataclasses.dataclass(frozen=True)
+class FitHeadline:
+    """What Episode 3 quotes of the fitted temperature beside each score's best one.
+
+    The fits over random halves (``fit_mean``, ``fit_low``, ``fit_high``); the top probability's
+    best grid temperature and its AURC there (``mp_best``, ``mp_best_aurc``), its AURC at a grid
+    temperature near the fit (``mp_aurc_t11``), at the fitted temperature (``mp_at_fit``) and
+    its worst on the grid (``mp_worst``); entropy's best temperature and AURC (``ent_best``,
+    ``ent_best_aurc``), its AURC at the fitted temperature (``ent_at_fit``) and the change there
+    against T = 1 with its interval (``ent_d_fit``, ``ent_lo_fit``, ``ent_hi_fit``); how many
+    distinct AURCs the margin takes (``mar_flat``) over ``grid_points`` temperatures; and the
+    change against T = 1 at T = 0.5, with its interval, for entropy (``ent_d05``, ``ent_lo05``,
+    ``ent_hi05``) and the top probability (``mp_d05``, ``mp_lo05``, ``mp_hi05``).
+    """
+
+    fit_mean: float
+    fit_low: float
+    fit_high: float
+    mp_best: float
+    mp_best_aurc: float
+    mp_aurc_t11: float
+    mp_at_fit: float
+    mp_worst: float
+    ent_best: float
+    ent_best_aurc: float
+    ent_at_fit: float
+    ent_d_fit: float
+    ent_lo_fit: float
+    ent_hi_fit: float
+    mar_flat: int
+    grid_points: int
+    ent_d05: float
+    ent_lo05: float
+    ent_hi05: float
+    mp_d05: float
+    mp_lo05: float
+    mp_hi05: float
+
+
+def fit_headline(fit: dict, best: dict, at_fit: dict, ab: dict, *, near: float) -> FitHeadline:
+    """The values Episode 3 quotes of a fitted temperature.
+
+    ``fit``: :func:`standarderror.uncertainty.scaling.fitted_temperature`; ``best``: each
+    score's :func:`best_temperature`; ``at_fit``: each score's :func:`abstention` row at the
+    fitted temperature; ``ab``: an :func:`abstention` result holding T = 0.5; ``near``: the
+    grid temperature beside the fit whose top-probability AURC is ``mp_aurc_t11`` (Episode 3
+    passes 1.1).
+    """
+    mpc, entc, margin = best["max probability"], best["entropy"], best["margin"]["curve"]
+    mp05, ent05 = ab["table"][("max probability", 0.5)], ab["table"][("entropy", 0.5)]
+    return FitHeadline(
+        fit_mean=fit["mean"], fit_low=fit["low"], fit_high=fit["high"],
+        mp_best=mpc["temperature"], mp_best_aurc=mpc["aurc"], mp_aurc_t11=mpc["curve"][near],
+        mp_at_fit=at_fit["max probability"]["aurc"], mp_worst=max(mpc["curve"].values()),
+        ent_best=entc["temperature"], ent_best_aurc=entc["aurc"],
+        ent_at_fit=at_fit["entropy"]["aurc"], ent_d_fit=at_fit["entropy"]["difference"],
+        ent_lo_fit=at_fit["entropy"]["low"], ent_hi_fit=at_fit["entropy"]["high"],
+        mar_flat=len(set(margin.values())), grid_points=len(margin),
+        ent_d05=ent05["difference"], ent_lo05=ent05["low"], ent_hi05=ent05["high"],
+        mp_d05=mp05["difference"], mp_lo05=mp05["low"], mp_hi05=mp05["high"])
