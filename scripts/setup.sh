@@ -30,11 +30,25 @@ if [ ! -x .venv/bin/python ]; then
 fi
 PIP=".venv/bin/python -m pip"
 # The extras: the book, the tests, and [serve] (llama-cpp-python's server, for the served
-# backend's tests). llama-cpp-python is built from its source distribution with cmake and a C++
-# compiler; -DGGML_NATIVE=OFF builds kernels for any x86-64 CPU rather than this one's. The
-# built wheel is kept in the installer's cache and reused by the next install.
+# backend's tests). llama-cpp-python ships as a source distribution only: it is built once with
+# cmake and a C++ compiler (-DGGML_NATIVE=OFF: kernels for any x86-64 CPU, not this one's) into
+# a wheel kept in WHEELHOUSE, outside the checkout, which every later install of any clone on
+# this machine takes instead of building again (uv's cache of built source distributions is not
+# reused across installs from a local index).
 EXTRAS=${EXTRAS:-book,test,serve}
 export CMAKE_ARGS=${CMAKE_ARGS:--DGGML_NATIVE=OFF}
+WHEELHOUSE=${WHEELHOUSE:-$HOME/.cache/standarderror/wheels}
+mkdir -p "$WHEELHOUSE"
+serve_wheel() {
+  local spec
+  spec=$(grep -m1 -i '^llama[-_]cpp[-_]python==' "$LOCKFILE" || true)
+  case ",$EXTRAS," in *,serve,*) ;; *) return 0 ;; esac
+  [ -n "$spec" ] || return 0
+  if ! ls "$WHEELHOUSE"/llama_cpp_python-"${spec#*==}"-*.whl >/dev/null 2>&1; then
+    echo "setup: building ${spec} once into $WHEELHOUSE (cmake; a few minutes)"
+    $PIP wheel -q --no-deps --no-cache-dir -w "$WHEELHOUSE" "$spec"
+  fi
+}
 # Whether torch is installed, from its metadata (importing torch takes seconds, on every run of
 # the two commands).
 installed=0
@@ -61,13 +75,14 @@ else
   if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "setup: installing standarderror[book,test,serve] (editable) at the versions of $LOCKFILE"
     installed=1
+    serve_wheel
     if [ "${INSTALLER:-uv}" = uv ] && $PIP install -q "${UV_SPEC:-uv==0.13.9}" \
         && .venv/bin/python -m uv pip install -q --compile-bytecode --python .venv/bin/python \
-             -c "$LOCKFILE" -e ".[$EXTRAS]"; then
+             --find-links "$WHEELHOUSE" -c "$LOCKFILE" -e ".[$EXTRAS]"; then
       echo "setup: installed with uv"
     else
       if [ "${INSTALLER:-uv}" = uv ]; then echo "setup: uv unavailable or failed; installing with pip"; fi
-      $PIP install -q -c "$LOCKFILE" -e ".[$EXTRAS]"
+      $PIP install -q --find-links "$WHEELHOUSE" -c "$LOCKFILE" -e ".[$EXTRAS]"
     fi
     echo "$want" > "$stamp"
   fi

@@ -412,3 +412,26 @@ def test_every_quote_of_the_book_names_a_notebook_page():
     quotes = nbval_pages.book_quotes()
     assert any(q[0] == "book/syllabus.md" for q in quotes)
     assert {doc for _, _, doc, _, _ in quotes} <= pages
+
+
+def test_the_next_sections_walk_the_book_in_the_order_of_the_table_of_contents():
+    """Each page's "Next" section links the page that follows it in ``_toc.yml``, from the
+    landing page to the API reference's overview (whose pages the theme's own previous/next
+    links walk), so the reading path is one chain with no loop."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    order = [toc["root"]] + [ch["file"] for part in toc["parts"] for ch in part["chapters"]]
+    order = order[:order.index("book/api") + 1]
+    problems = []
+    for page, following in zip(order, order[1:]):
+        text = (ROOT / f"{page}.md").read_text(encoding="utf-8")
+        section = re.search(r"\n## Next\n(.*?)(?=\n## |\Z)", text, re.S)
+        if section is None:
+            problems.append(f"{page}: no Next section")
+            continue
+        targets = [os.path.normpath(os.path.join(os.path.dirname(page), t)) for t in
+                   re.findall(r"\{doc\}`(?:[^`<]*<)?([^`<>]+)>?`", section.group(1))]
+        if not targets or targets[0] != following:
+            problems.append(f"{page}: Next leads to {targets[:1]}, not {following}")
+    assert not problems, "\n".join(problems)

@@ -41,6 +41,7 @@ import threading
 import time
 import weakref
 import zlib
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -469,3 +470,30 @@ def arrays(data: dict, block="test", embedding: str = "embeddings"):
     b = data[block] if isinstance(block, str) else block
     e = data[embedding]
     return frozen(e[b["answer_index"]]), frozen(e[b["truth_index"]])
+
+
+@dataclass(frozen=True)
+class AnswerSummary:
+    """What the sampled answers of a development and a test block are: the distinct strings
+    embedded (``n_strings``), the embedding's dimension, the context and the longest answer
+    in characters, the model's parameters, the share of test questions whose greedy answer is
+    right, and the mean number of distinct answers per test and per development question."""
+
+    n_strings: int
+    dim: int
+    context: int
+    steps: int
+    params: int
+    acc_test: float
+    distinct_test: float
+    distinct_dev: float
+
+
+def summary(data: dict, dev: dict, test: dict, loaded: dict) -> AnswerSummary:
+    """The :class:`AnswerSummary` of two blocks passed through :func:`attach` into ``data``,
+    answered by ``loaded``."""
+    return AnswerSummary(
+        n_strings=len(data["strings"]), dim=data["embeddings"].shape[1], context=CONTEXT,
+        steps=STEPS, params=loaded["parameters"], acc_test=test["correct"].mean(),
+        distinct_test=np.mean([len(set(a)) for a in test["answers"]]),
+        distinct_dev=np.mean([len(set(a)) for a in dev["answers"]]))

@@ -79,10 +79,49 @@ from __future__ import annotations
 from ._gram import ARITHMETICS, EPS, ZERO
 from .baselines import LAMB_GRID, auroc, auroc_difference, kernel_language_entropy, semantic_entropy
 from .clusters import cluster, similarity
-from .diagrams import naive_reliability, reliability, reliability_grid
+from .comparisons import (
+    ArithmeticComparison,
+    AurocComparison,
+    AuthorsAfterScaling,
+    AuthorsDiagnostics,
+    BinClusterGrid,
+    EmbedderComparison,
+    FitSensitivity,
+    FloorTerm,
+    NullSpaceComparison,
+    SamplingBaselineGaps,
+    SamplingTemperatureSearch,
+    ShuffleControl,
+    TemperatureIntervals,
+    arithmetic_comparison,
+    auroc_comparison,
+    authors_after_scaling,
+    authors_diagnostics,
+    bin_cluster_grid,
+    embedder_comparison,
+    fit_sensitivity,
+    floor_term,
+    null_space_comparison,
+    sampling_baseline_gaps,
+    sampling_temperature_search,
+    shuffle_control,
+    temperature_intervals,
+)
+from .diagrams import (
+    Cominimisation,
+    ReliabilityComparison,
+    cominimisation,
+    naive_reliability,
+    reliability,
+    reliability_comparison,
+    reliability_grid,
+)
 from .scores import (
     AUTHORS_GRID,
+    ConstantPredictor,
     Spectrum,
+    TemperatureEffect,
+    constant_predictor,
     eigenvalues,
     entropy,
     fit_spectral_temperature,
@@ -93,9 +132,10 @@ from .scores import (
     risk_curve,
     spectrum,
     temperature_difference,
+    temperature_effect,
     temperature_interval,
 )
-from .subsample import max_eigenvalue_subsample
+from .subsample import MaxEigenvalueBias, max_eigenvalue_bias, max_eigenvalue_subsample
 from .targets import calibration_curve, calibration_error
 
 __all__ = [
@@ -108,4 +148,14 @@ __all__ = [
     "naive_reliability",
     "reliability", "reliability_grid", "max_eigenvalue_subsample", "auroc", "semantic_entropy",
     "kernel_language_entropy",
+    "TemperatureEffect", "temperature_effect", "ConstantPredictor", "constant_predictor",
+    "ReliabilityComparison", "reliability_comparison", "Cominimisation", "cominimisation",
+    "MaxEigenvalueBias", "max_eigenvalue_bias",
+    "TemperatureIntervals", "temperature_intervals", "AurocComparison", "auroc_comparison",
+    "BinClusterGrid", "bin_cluster_grid", "EmbedderComparison", "embedder_comparison",
+    "ArithmeticComparison", "arithmetic_comparison", "NullSpaceComparison",
+    "null_space_comparison", "FitSensitivity", "fit_sensitivity", "FloorTerm", "floor_term",
+    "AuthorsDiagnostics", "authors_diagnostics", "AuthorsAfterScaling",
+    "authors_after_scaling", "ShuffleControl", "shuffle_control", "SamplingTemperatureSearch",
+    "sampling_temperature_search", "SamplingBaselineGaps", "sampling_baseline_gaps",
 ]

@@ -4,6 +4,8 @@ setting or a grid of bin and cluster counts."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .._parallel import ordered_map
@@ -17,8 +19,8 @@ from ._gram import (
     _temperature,
     _variant,
 )
-from .clusters import _cosine, _distance, _Linkage, _method
-from .targets import _lambda_max_rows
+from .clusters import _cosine, _distance, _Linkage, _method, cluster
+from .targets import _lambda_max_rows, calibration_curve
 
 
 def _equal_mass(values: np.ndarray, bins: int) -> list[np.ndarray]:
@@ -210,3 +212,129 @@ def reliability_grid(answers, targets, temperature: float = 1.0, bins=(8,), clus
                 "bins": groups,
             }
     return out
+
+
+def _halves(n: int, seed: int, repeats: int = 3) -> list[np.ndarray]:
+    """``repeats`` random splits of ``n`` questions into two halves, each half sorted: the
+    split ``k`` is drawn with ``default_rng(seed + k)``."""
+    return [np.sort(h) for k in range(repeats)
+            for h in np.array_split(np.random.default_rng(seed + k).permutation(n), 2)]
+
+
+@dataclass(frozen=True)
+class ReliabilityComparison:
+    """The binned diagram (:func:`naive_reliability`) and the clustered one
+    (:func:`reliability`, unweighted and size-weighted) at T = 1 and at a fitted temperature.
+
+    Number fields: each diagram's gap (``ece_*``: ``_1`` at T = 1, ``_fit`` at the fit); the
+    mean prediction and target of the lowest and highest bins at T = 1; the share of singleton
+    clusters and the smallest bin at T = 1; the bins whose prediction exceeds their target;
+    and, over ``n_halves`` random halves of the questions, the range of the change that
+    scaling makes to the unweighted (``gap_alg_*``) and size-weighted (``gap_size_*``) gaps.
+    ``naive``, ``alg`` and ``alg_size`` map each temperature to the diagram's dict."""
+
+    n_halves: int
+    gap_alg_lo: float
+    gap_alg_hi: float
+    gap_size_lo: float
+    gap_size_hi: float
+    ece_naive_1: float
+    ece_naive_fit: float
+    ece_alg_1: float
+    ece_alg_fit: float
+    pred_top_bin_1: float
+    alg_top_bin_1: float
+    naive_top_bin_1: float
+    pred_low_bin_1: float
+    alg_low_bin_1: float
+    ece_alg_size_1: float
+    ece_alg_size_fit: float
+    singleton_share: float
+    bin_size: int
+    bins_over_1: int
+    bins_over_fit: int
+    naive: dict = field(repr=False)
+    alg: dict = field(repr=False)
+    alg_size: dict = field(repr=False)
+
+
+def reliability_comparison(answers, targets, temperature: float, *, bins: int = 8,
+                           clusters: int = 5, halves_seed: int = 50) -> ReliabilityComparison:
+    """Both reliability diagrams before (T = 1) and after scaling to ``temperature``, and the
+    spread of the clustered diagram's change over three random splits of the questions into
+    halves (:func:`_halves` with ``halves_seed``)."""
+    a, y, t = answers, targets, temperature
+    naive = {s: naive_reliability(a, y, s, bins=bins) for s in (1.0, t)}
+    alg = {s: reliability(a, y, s, bins=bins, clusters=clusters) for s in (1.0, t)}
+    alg_size = {s: reliability(a, y, s, bins=bins, clusters=clusters, weighting="size")
+                for s in (1.0, t)}
+    singles = np.mean([np.mean(c == 1) for c in alg[1.0]["cluster_sizes"]])
+    halves = _halves(len(a), halves_seed)
+    half_gap = {w: np.array([
+        reliability(a[h], y[h], t, weighting=w)["ece"]
+        - reliability(a[h], y[h], 1.0, weighting=w)["ece"] for h in halves])
+        for w in ("uniform", "size")}
+    return ReliabilityComparison(
+        n_halves=len(halves), gap_alg_lo=half_gap["uniform"].min(),
+        gap_alg_hi=half_gap["uniform"].max(), gap_size_lo=half_gap["size"].min(),
+        gap_size_hi=half_gap["size"].max(),
+        ece_naive_1=naive[1.0]["ece"], ece_naive_fit=naive[t]["ece"],
+        ece_alg_1=alg[1.0]["ece"], ece_alg_fit=alg[t]["ece"],
+        pred_top_bin_1=alg[1.0]["predicted"][-1], alg_top_bin_1=alg[1.0]["target"][-1],
+        naive_top_bin_1=naive[1.0]["target"][-1], pred_low_bin_1=alg[1.0]["predicted"][0],
+        alg_low_bin_1=alg[1.0]["target"][0], ece_alg_size_1=alg_size[1.0]["ece"],
+        ece_alg_size_fit=alg_size[t]["ece"], singleton_share=singles,
+        bin_size=int(alg[1.0]["count"].min()),
+        bins_over_1=int(np.sum(alg[1.0]["predicted"] > alg[1.0]["target"])),
+        bins_over_fit=int(np.sum(alg[t]["predicted"] > alg[t]["target"])),
+        naive=naive, alg=alg, alg_size=alg_size)
+
+
+@dataclass(frozen=True)
+class Cominimisation:
+    """The risk, the estimate of :math:`\\mathrm{Cal}_S` on a fixed partition and the
+    clustered diagram's gap over a grid of temperatures.
+
+    Number fields: each curve's argmin on the grid; the estimate at T = 1 (``cal_1``) and at
+    the fitted temperature (``cal_fit``); its change from T = 1 to the fit minus the risk's
+    (zero for a partition on which the predictions are constant); and at T = 1 the terms of
+    the decomposition: Cal - Sharp + Noise (``decomposed_1``), the risk (``risk_ce_1``),
+    ``sharp_1`` and ``noise_1``. ``grid`` is the grid; ``curves`` maps each curve's name
+    (``"risk"``, ``"Cal_S"``, ``"λ-gap (clustered diagram)"``) to its values on it."""
+
+    argmin_risk: float
+    argmin_cal: float
+    argmin_ece: float
+    cal_1: float
+    cal_fit: float
+    dcal_minus_drisk: float
+    decomposed_1: float
+    risk_ce_1: float
+    sharp_1: float
+    noise_1: float
+    grid: np.ndarray = field(repr=False)
+    curves: dict = field(repr=False)
+
+
+def cominimisation(answers, targets, grid, temperature: float, *,
+                   clusters: int = 50) -> Cominimisation:
+    """The three curves over ``grid`` (which holds 1.0 and the fitted ``temperature``), the
+    calibration estimate conditioning on one partition of the unscaled matrices into
+    ``clusters`` clusters (scaling is injective, so the conditioning is fixed)."""
+    grid = np.asarray(grid)
+    labels = cluster(answers, clusters)
+    ces = calibration_curve(answers, targets, grid, labels=labels)  # one decomposition
+    ce_1 = ces[list(grid).index(1.0)]
+    co = {"risk": np.array([ce["risk"] for ce in ces]),
+          "Cal_S": np.array([ce["calibration"] for ce in ces]),
+          "λ-gap (clustered diagram)": np.array([reliability(answers, targets, t)["ece"]
+                                                 for t in grid])}
+    i1 = int(np.argmin(np.abs(grid - 1)))
+    it = int(np.argmin(np.abs(grid - temperature)))
+    return Cominimisation(
+        argmin_risk=grid[np.argmin(co["risk"])], argmin_cal=grid[np.argmin(co["Cal_S"])],
+        argmin_ece=grid[np.argmin(co["λ-gap (clustered diagram)"])], cal_1=co["Cal_S"][i1],
+        cal_fit=co["Cal_S"][it],
+        dcal_minus_drisk=(co["Cal_S"][it] - co["Cal_S"][i1]) - (co["risk"][it] - co["risk"][i1]),
+        decomposed_1=ce_1["decomposed"], risk_ce_1=ce_1["risk"], sharp_1=ce_1["sharpness"],
+        noise_1=ce_1["noise"], grid=grid, curves=co)

@@ -6,6 +6,8 @@ streams the exact spectra of many questions."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from scipy import optimize
 
@@ -377,3 +379,78 @@ def null_share(answers, temperature: float = 1.0, *, arithmetic: str = "authors"
     mu = -np.sort(-mu, axis=1)
     keep = np.arange(mu.shape[1])[None, :] < rank[:, None]
     return np.clip(1.0 - np.sum(np.where(keep, mu, 0.0), axis=1), 0.0, 1.0)
+
+
+def _tail(level: float) -> float:
+    """The lower tail of a central interval at ``level``, rounded so that 0.95 gives 0.025."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    return round((1 - level) / 2, 12)
+
+
+@dataclass(frozen=True)
+class TemperatureEffect:
+    """A matrix temperature fitted on one split (``fit_*``) and applied to another.
+
+    Number fields: the fitted ``t_fit``; on the fitting split the risk at T = 1 and at the fit
+    and the average entropy at the fit; on the applied split the risk at T = 1 and at the fit,
+    their paired difference per question (mean, and a central bootstrap interval over
+    questions), and the average entropy at T = 1 and at the fit. ``fit`` is
+    :func:`fit_spectral_temperature`'s dict."""
+
+    t_fit: float
+    risk_dev_1: float
+    risk_dev_fit: float
+    entropy_dev_fit: float
+    risk_test_1: float
+    risk_test_fit: float
+    d_risk_test: float
+    d_risk_lo: float
+    d_risk_hi: float
+    entropy_test_1: float
+    entropy_test_fit: float
+    fit: dict = field(repr=False)
+
+
+def temperature_effect(fit_answers, fit_targets, answers, targets, *, seed: int = 0,
+                       bootstrap: int = 1000, level: float = 0.95) -> TemperatureEffect:
+    """Fit the matrix temperature on ``fit_answers`` and measure what it changes on
+    ``answers``: the risk at T = 1 and at the fit, paired per question, with a bootstrap
+    interval of the mean change (``bootstrap`` resamples of the questions drawn with
+    ``default_rng(seed)``), and the average entropy."""
+    fit = fit_spectral_temperature(fit_answers, fit_targets)
+    t = fit["temperature"]
+    scores = np.array([log_score(answers, targets, s) for s in (1.0, t)])
+    change = scores[1] - scores[0]  # per question: fitted T minus T = 1
+    nb = _count(bootstrap, "bootstrap", low=2, high=_checks.MAX_DRAWS)
+    boot = np.random.default_rng(seed).integers(0, len(change), size=(nb, len(change)))
+    means = change[boot].mean(1)
+    q = _tail(level)
+    return TemperatureEffect(
+        t_fit=t, risk_dev_1=fit["risk_at_one"], risk_dev_fit=fit["risk"],
+        entropy_dev_fit=fit["entropy"], risk_test_1=scores[0].mean(),
+        risk_test_fit=scores[1].mean(), d_risk_test=change.mean(),
+        d_risk_lo=np.quantile(means, q), d_risk_hi=np.quantile(means, 1 - q),
+        entropy_test_1=entropy(answers).mean(), entropy_test_fit=entropy(answers, t).mean(),
+        fit=fit)
+
+
+@dataclass(frozen=True)
+class ConstantPredictor:
+    """The constant predictor built from ``n`` targets (each of the ``n`` questions predicted
+    by the density matrix of all the targets), scored on those targets: ``const_argmin_t`` is
+    the temperature of ``temperatures`` with the lowest risk; ``curve`` is
+    :func:`risk_curve`'s dict."""
+
+    const_argmin_t: float
+    curve: dict = field(repr=False)
+
+
+def constant_predictor(targets, temperatures) -> ConstantPredictor:
+    """The risk curve of the constant predictor built from ``targets`` (calibrated on them by
+    construction, so its risk is lowest at T = 1 and equals its average entropy there)."""
+    y = np.asarray(targets)
+    n, d = y.shape
+    curve = risk_curve(np.broadcast_to(y, (n, n, d)), y, temperatures)
+    ts = np.asarray(temperatures)
+    return ConstantPredictor(const_argmin_t=ts[np.argmin(curve["risk"])], curve=curve)

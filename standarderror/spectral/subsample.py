@@ -3,6 +3,8 @@ spread and bias as ``s`` grows (the paper's Fig. 6)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from .. import _checks
@@ -51,3 +53,26 @@ def max_eigenvalue_subsample(answers, sizes, *, draws: int = 20, seed: int = 0) 
     return {"sizes": ss, "mean": np.array(mean), "std": np.array(std), "bias": np.array(bias),
             "reference": reference}
 
+
+
+@dataclass(frozen=True)
+class MaxEigenvalueBias:
+    """The upward bias of :math:`\\lambda_{\\max}` estimated from 5 and from 20 answers
+    (averaged over questions and draws) and the mean of the full-``m`` value;
+    ``subsample`` is :func:`max_eigenvalue_subsample`'s dict."""
+
+    bias_m5: float
+    bias_m20: float
+    lmax_full: float
+    subsample: dict = field(repr=False)
+
+
+def max_eigenvalue_bias(answers, sizes, *, draws: int = 20, seed: int = 0) -> MaxEigenvalueBias:
+    """:func:`max_eigenvalue_subsample` over ``sizes`` (which hold 5 and 20), read at 5 and
+    20 answers."""
+    sub = max_eigenvalue_subsample(answers, sizes, draws=draws, seed=seed)
+    at = list(sub["sizes"])
+    if 5 not in at or 20 not in at:
+        raise ValueError(f"sizes must hold 5 and 20, got {sizes!r}")
+    return MaxEigenvalueBias(bias_m5=sub["bias"][at.index(5)], bias_m20=sub["bias"][at.index(20)],
+                             lmax_full=sub["reference"].mean(), subsample=sub)
