@@ -324,7 +324,10 @@ def test_the_execution_status_page_lists_every_notebook_page():
     assert "Record of this build&#8217;s execution" in html or \
         "Record of this build's execution" in html, "no Record box on the status page"
     assert "Machine: " in html and "OMP_NUM_THREADS=" in html
-    notebooks = sorted(p[:-5] for p in site_pages() if is_lecture(p))
+    executed = SITE.parent / "jupyter_execute"  # every notebook page the build executed
+    notebooks = sorted(p.relative_to(executed).with_suffix("").as_posix()
+                       for p in executed.rglob("*.ipynb"))
+    assert notebooks, f"no executed notebook in {executed}"
     rows = {name: cls for cls, name in re.findall(r'<tr class="([^"]*)" id="status-([\w-]+)"', html)}
     assert sorted(rows) == sorted(Path(p).name for p in notebooks), rows
     failed = [name for name, cls in rows.items() if "se-status-ok" not in cls]
@@ -830,6 +833,8 @@ def _read_like_a_reader(browser, page: str, incoming: set[str]) -> dict:
             state["opened"], state["error"] = False, exc.msg or type(exc).__name__
         found["solutions"].append(state)
     found["landings"] = _landings(browser, found["xrefs"], incoming)
+    # what the reader's clicks (solutions opened, links followed) logged as errors
+    found["errors_while_reading"] = _console_errors(browser)
     # Code lines are measured where the column is at its full width (see COLUMN_WINDOW).
     size = browser.get_window_size()
     browser.set_window_size(*COLUMN_WINDOW)
@@ -874,6 +879,7 @@ def visits(server, browser):
                 report["reader"] = _read_like_a_reader(browser, page, incoming.get(page, set()))
             except WebDriverException as exc:  # reported by the landing test, not a crash here
                 report["reader"] = {"numbered": [], "xrefs": [], "solutions": [], "overflow": [],
+                                    "narrow": {"width": 0, "client": 0, "wide": []},
                                     "landings": [{"from": "-", "fragment": "-", "problem":
                                                   f"the reader's checks broke: {exc.msg}"}]}
         out[page] = report
@@ -897,6 +903,8 @@ def test_no_console_errors_and_no_failed_requests(visits):
             yield f"MathJax failed to start: {r['mathjaxFailed']}"
         for msg in r["console"]:
             yield f"console error: {msg}"
+        for msg in r.get("reader", {}).get("errors_while_reading", []):
+            yield f"console error after a reader's clicks: {msg}"
         for failed in r["failed"]:
             yield f"request failed: {failed}"
         for res in r.get("resources", []):
