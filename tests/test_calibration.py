@@ -642,7 +642,9 @@ def test_episode3_table_reads_as_its_figure_says():
     """Episode 3's figure and alt text: ECE falls to T = 1 and rises after it; the gap falls
     at every step and crosses zero between T = 1 and 1.25; below T = 1 the two lines nearly
     coincide. Accuracy is one value at every temperature, and the argmax one array."""
-    table = cb.temperature_table()
+    from standarderror.llm.predictions import predictions
+
+    table = cb.temperature_table(data=predictions(count=10, size=16, seed=0))
     h = cb.table_headline(table, grid=cb.GRID)
     assert h.argmax_identical
     rows = {r["temperature"]: r for r in table["rows"]}

@@ -425,7 +425,7 @@ def test_every_exercise_and_its_open_solution_is_printed():
             n_ex += 1
             if title and title not in text:
                 problems.append(f"{docname}: exercise title {title!r} not printed")
-        numbered = re.findall(r"\bExercise (\d+)(?: \(|\b)", text)
+        numbered = re.findall(r"\bExercise (\d+(?:\.\d+)*)(?: \(|\b)", text)
         if len(set(numbered)) < len(exercises):
             problems.append(f"{docname}: {len(exercises)} exercises, but the text numbers only "
                             f"{sorted(set(numbered))}")

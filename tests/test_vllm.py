@@ -10,6 +10,7 @@ the backend does with what vLLM returns; the last test runs vLLM itself where it
 are present (``scripts/gpu_check.sh``; ``VLLM_REQUIRED=1`` makes its absence a failure).
 """
 
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -204,7 +205,9 @@ REQUIRED = os.environ.get("VLLM_REQUIRED") == "1"
 
 
 def _real_vllm():
-    if importlib.util.find_spec("vllm") is None or not torch.cuda.is_available():
+    """Skip (or, with VLLM_REQUIRED=1, fail) unless the real vLLM and a GPU are here. The
+    stand-in module above is out of ``sys.modules`` for the caller (monkeypatch)."""
+    if importlib.machinery.PathFinder.find_spec("vllm") is None or not torch.cuda.is_available():
         reason = "vLLM or a CUDA GPU is missing (scripts/gpu_check.sh runs this on a GPU)"
         if REQUIRED:
             pytest.fail(f"VLLM_REQUIRED=1 but {reason}")
@@ -213,7 +216,8 @@ def _real_vllm():
 
 @pytest.mark.slow  # vLLM on a GPU
 @pytest.mark.parametrize("which", ["tiny", "llama"])
-def test_real_vllm_agrees_with_in_process(which, tmp_path):
+def test_real_vllm_agrees_with_in_process(which, tmp_path, monkeypatch):
+    monkeypatch.delitem(sys.modules, "vllm", raising=False)  # not the stand-in
     _real_vllm()
     from standarderror.llm.interface.vllm_offline import VLLMModel
 
