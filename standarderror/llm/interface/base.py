@@ -185,6 +185,24 @@ class LanguageModel:
         cut = len(ctx) > room
         return np.concatenate([np.asarray(self.prefix, dtype=np.int64), ctx[-room:]]), cut
 
+    def _sample_prompts(self, contexts, m: int, temperature: float, max_tokens: int) -> list:
+        """:meth:`sample`'s arguments checked, and per context ``(text, ids, cut, moved)``: the
+        context without the whitespace it hands to its answer (``moved``), its ids with the
+        prefix, cut from the left so that ``max_tokens`` more fit the window, and whether
+        they were cut. Every backend's sampler starts here."""
+        _checks.answers(m)
+        if not np.isfinite(temperature) or temperature < 0:
+            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
+        _checks.positive_int(max_tokens, "max_tokens")
+        out = []
+        for ctx in contexts:
+            c, mv = self.split_context(ctx)
+            ids = self.encode(c)
+            self.check_text(c, ids)
+            ids, cut = self._fit(ids, max_tokens)
+            out.append((c, ids, bool(cut), mv))
+        return out
+
     @torch.inference_mode()
     def continuation_logprob(self, contexts, continuations) -> dict:
         r""":math:`\log p(\text{continuation} \mid \text{context})` for each pair, summed over
@@ -329,19 +347,10 @@ class LanguageModel:
             at ``max_tokens`` before ``stop`` ended them), ``truncated`` (contexts cut to
             fit the window).
         """
-        _checks.answers(m)
-        if not np.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        _checks.positive_int(max_tokens, "max_tokens")
-        prompts, moved, truncated = [], [], 0
-        for ctx in contexts:
-            c, mv = self.split_context(ctx)
-            ids = self.encode(c)
-            self.check_text(c, ids)
-            ids, cut = self._fit(ids, max_tokens)
-            truncated += cut
-            prompts.append(ids)
-            moved.append(mv)
+        fitted = self._sample_prompts(contexts, m, temperature, max_tokens)
+        prompts = [ids for _, ids, _, _ in fitted]
+        moved = [mv for _, _, _, mv in fitted]
+        truncated = sum(cut for _, _, cut, _ in fitted)
 
         def roots(lo, hi):
             ps = prompts[lo:hi]

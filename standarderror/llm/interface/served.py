@@ -344,26 +344,11 @@ class ServedModel(LanguageModel):
             return self.tokenizer.decode([i], skip_special_tokens=False,
                                          clean_up_tokenization_spaces=False)
 
-    def encode(self, text: str) -> np.ndarray:
-        with _tokenizer_errors(self.name):
-            ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-        return np.asarray(ids, dtype=np.int64)
-
-    def encode_many(self, texts) -> list[np.ndarray]:
-        texts = list(texts)
-        if not texts:
-            return []
-        with _tokenizer_errors(self.name):
-            batch = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
-        return [np.asarray(ids, dtype=np.int64) for ids in batch]
-
-    def decode(self, ids) -> str:
-        with _tokenizer_errors(self.name):
-            return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
-                                         clean_up_tokenization_spaces=False)
-
-    def check_text(self, text: str, ids=None) -> None:
-        HFModel.check_text(self, text, ids)  # the same checks on the same tokenizer
+    # the served model's tokenizer, read as HFModel reads its own (the same checks)
+    encode = HFModel.encode
+    encode_many = HFModel.encode_many
+    decode = HFModel.decode
+    check_text = HFModel.check_text
 
     def logits(self, ids, last=None):
         raise NotImplementedError("a served model gives log-probabilities, not logits")
@@ -448,19 +433,10 @@ class ServedModel(LanguageModel):
         by ``stop`` on the text after the context's moved whitespace; with the default
         one-word rule the server stops at :data:`STOP`. ``greedy``: one more request at
         temperature 0."""
-        _checks.answers(m)
-        if not np.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        _checks.positive_int(max_tokens, "max_tokens")
-        prompts, moved, truncated = [], [], 0
-        for ctx in contexts:
-            c, mv = self.split_context(ctx)
-            ids = self.encode(c)
-            self.check_text(c, ids)
-            fitted, cut = self._fit(ids, max_tokens)
-            truncated += cut
-            prompts.append(c if not cut else self.decode(fitted))
-            moved.append(mv)
+        fitted = self._sample_prompts(contexts, m, temperature, max_tokens)
+        prompts = [self.decode(ids) if cut else c for c, ids, cut, _ in fitted]
+        moved = [mv for _, _, _, mv in fitted]
+        truncated = sum(cut for _, _, cut, _ in fitted)
         seeds = np.random.default_rng(seed).integers(0, 2 ** 31 - 1, size=(len(prompts), m))
         stops = list(STOP) if stop is one_word else None
 

@@ -31,7 +31,7 @@ from standarderror import _checks
 from standarderror.llm.prefix_tree import first_word, one_word
 
 from .base import LanguageModel
-from .hf import HFModel, _tokenizer_errors
+from .hf import HFModel
 from .served import STOP, topk_rows
 
 
@@ -93,21 +93,11 @@ class VLLMModel(LanguageModel):
         self.stats = {"rows": 0, "rest_mass_sum": 0.0, "rest_mass_max": 0.0}
 
     # ---- tokenizer (the engine's) ---------------------------------------------------------
-    def encode(self, text: str) -> np.ndarray:
-        with _tokenizer_errors(self.name):
-            ids = self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-        return np.asarray(ids, dtype=np.int64)
-
-    def encode_many(self, texts) -> list[np.ndarray]:
-        return [self.encode(t) for t in texts]
-
-    def decode(self, ids) -> str:
-        with _tokenizer_errors(self.name):
-            return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False,
-                                         clean_up_tokenization_spaces=False)
-
-    def check_text(self, text: str, ids=None) -> None:
-        HFModel.check_text(self, text, ids)
+    # the engine's tokenizer, read as HFModel reads its own (the same checks)
+    encode = HFModel.encode
+    encode_many = HFModel.encode_many
+    decode = HFModel.decode
+    check_text = HFModel.check_text
 
     def logits(self, ids, last=None):
         raise NotImplementedError("vLLM gives log-probabilities, not logits")
@@ -177,19 +167,10 @@ class VLLMModel(LanguageModel):
         """``m`` answers per context drawn by vLLM (one request of ``n = m`` per context,
         seeded from ``numpy.random.default_rng(seed)``), cut by ``stop``; ``greedy``: one
         more answer per context at temperature 0."""
-        _checks.answers(m)
-        if not np.isfinite(temperature) or temperature < 0:
-            raise ValueError(f"temperature must be >= 0 and finite, got {temperature!r}")
-        _checks.positive_int(max_tokens, "max_tokens")
-        prompts, moved, truncated = [], [], 0
-        for ctx in contexts:
-            c, mv = self.split_context(ctx)
-            ids = self.encode(c)
-            self.check_text(c, ids)
-            fitted, cut = self._fit(ids, max_tokens)
-            truncated += cut
-            prompts.append([int(i) for i in fitted])
-            moved.append(mv)
+        fitted = self._sample_prompts(contexts, m, temperature, max_tokens)
+        prompts = [[int(i) for i in ids] for _, ids, _, _ in fitted]
+        moved = [mv for _, _, _, mv in fitted]
+        truncated = sum(cut for _, _, cut, _ in fitted)
         seeds = np.random.default_rng(seed).integers(0, 2 ** 31 - 1, size=len(prompts))
         stops = list(STOP) if stop is one_word else None
 
