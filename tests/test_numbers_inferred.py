@@ -12,6 +12,8 @@ CODE = """
 import numpy as np
 from standarderror.uncertainty import coverage as cv
 bins = 15
+B, C = 8, 5
+K, D = 3, len(x)                   # D is computed: declares nothing
 size = 16
 size = len(x)                      # bound to something computed too: declares nothing
 sets = cv.conformal_sets(scores, alpha=0.1, seed=0, temperatures=(0.5, 2.0))
@@ -40,6 +42,8 @@ def test_names_and_named_arguments_declare_their_literals_beside_the_name():
     phrases = set(inferred_settings([CODE]))
     assert {"bins = 15", "15 bins", "alpha = 0.1", "seed 0", "seed = 0",
             "temperatures = 0.5", "temperatures 2"} <= phrases
+    assert {"B = 8", "C = 5", "K = 3"} <= phrases
+    assert not any(p.startswith("D") for p in phrases)
     assert not any("16" in p for p in phrases)            # size is bound to len(x) too
     assert not any(p.startswith(("lw", "0.5 alpha", "alpha = 0.5")) for p in phrases)
     assert not any("0.9" in p for p in phrases)           # a positional literal
@@ -49,7 +53,9 @@ def test_names_and_named_arguments_declare_their_literals_beside_the_name():
     ("The ECE with 15 bins is small.", "15", "declared"),
     ("We set bins = 15 here.", "15", "declared"),
     ("At alpha = 0.1 the sets cover.", "0.1", "declared"),
-    ("Seed 0 draws the windows.", "0", "bare"),           # a setting phrase is case-sensitive
+    ("Seed 0 draws the windows.", "0", "declared"),       # a sentence may start with the name
+    ("SEED 0 draws the windows.", "0", "bare"),           # otherwise the case is kept
+    ("With bins 15 counted.", "15", "declared"),
     ("With seed 0 the windows are drawn.", "0", "declared"),
     ("The accuracy is about 0.5.", "0.5", "bare"),        # the plot's alpha declares nothing
     ("Accuracy 15 in all.", "15", "bare"),                # the literal without its name

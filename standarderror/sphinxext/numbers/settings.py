@@ -460,20 +460,22 @@ def _name_words(name: str) -> set[str]:
 
 def _phrases_for(name: str, value: float, typed: str) -> set[str]:
     """The phrases that state ``name`` set to ``value``: ``seed 0``, ``seed = 0``,
-    ``15 bins``, ``bins = 15``; a name of one or two letters only as ``T = 2``."""
+    ``15 bins``, ``bins = 15``, and those that start with the word capitalised as a sentence
+    starts (``Seed 0``); a name of one or two letters only as written (``T = 2``)."""
     out = set()
     for word in _name_words(name):
         for number in _number_forms(value, typed):
             out.add(f"{word} = {number}")
             if len(word) >= 3:
-                out |= {f"{word} {number}", f"{word}s {number}", f"{number} {word}",
-                        f"{number} {word}s"}
+                starts = {f"{word} = {number}", f"{word} {number}", f"{word}s {number}"}
+                out |= starts | {f"{number} {word}", f"{number} {word}s"}
+                out |= {p[0].upper() + p[1:] for p in starts if p[0].islower()}
     return out
 
 
 def inferred_settings(sources: list[str]) -> list[str]:
     """The setting phrases a page's code declares by itself: for every numeric literal the
-    code binds to a name (``bins = 15``, the name bound to nothing else) or passes as a named
+    code binds to a name (``bins = 15``, ``B, C = 8, 5``; the name bound to nothing else) or passes as a named
     argument (``seed=0``, ``alpha=0.1``; a literal in a tuple or list counts, each element),
     the phrases that put that name beside that value in the prose (:func:`_phrases_for`).
 
@@ -513,14 +515,23 @@ def inferred_settings(sources: list[str]) -> list[str]:
                         continue
                     for value, typed in literals_of(kw.value):
                         phrases |= _phrases_for(kw.arg, value, typed)
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1 \
-                    and isinstance(node.targets[0], ast.Name):
-                name = node.targets[0].id
-                found = literals_of(node.value)
-                values = bound.get(name, [])
-                if found and all(v is not None and literals_of(v) == found for v in values):
-                    for value, typed in found:
-                        phrases |= _phrases_for(name, value, typed)
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if isinstance(target, ast.Name):
+                    pairs = [(target.id, node.value)]
+                elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(
+                        node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == len(
+                        target.elts):     # B, C = 8, 5
+                    pairs = [(t.id, v) for t, v in zip(target.elts, node.value.elts)
+                             if isinstance(t, ast.Name)]
+                else:
+                    pairs = []
+                for name, expr in pairs:
+                    found = literals_of(expr)
+                    values = bound.get(name, [])
+                    if found and all(v is not None and literals_of(v) == found for v in values):
+                        for value, typed in found:
+                            phrases |= _phrases_for(name, value, typed)
     return sorted(phrases)
 
 
