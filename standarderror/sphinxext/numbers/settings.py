@@ -475,8 +475,9 @@ def _phrases_for(name: str, value: float, typed: str) -> set[str]:
 
 def inferred_settings(sources: list[str]) -> list[str]:
     """The setting phrases a page's code declares by itself: for every numeric literal the
-    code binds to a name (``bins = 15``, ``B, C = 8, 5``; the name bound to nothing else) or passes as a named
-    argument (``seed=0``, ``alpha=0.1``; a literal in a tuple or list counts, each element),
+    code binds to a name (``bins = 15``, ``B, C = 8, 5``; the name bound to nothing else) or
+    passes as a named argument (``seed=0``, ``alpha=0.1``; a literal in a tuple or list counts,
+    each element),
     the phrases that put that name beside that value in the prose (:func:`_phrases_for`).
 
     What this cannot declare, by construction: a number the code computes (it is no literal);
