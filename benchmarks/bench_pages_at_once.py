@@ -32,7 +32,7 @@ def _book_order() -> list[str]:
     pages of ``se_slowest_pages`` in ``_config.yml`` first, then the others by name)."""
     import yaml
 
-    from standarderror.sphinxext.ahead import FIRST, order
+    from standarderror_book.sphinxext.ahead import FIRST, order
 
     sys.path.insert(0, str(ROOT / "tests"))
     import nbval_pages

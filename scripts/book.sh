@@ -22,7 +22,7 @@ start=$(date +%s)
 # re-execution of the tests compares outputs exactly only in the same one (tests/nbval_pages.py).
 .venv/bin/python - <<'PY'
 import json, os, torch
-from standarderror.book import KERNEL_VARIABLES
+from standarderror_book.page import KERNEL_VARIABLES
 json.dump({"ATEN_CPU_CAPABILITY": os.environ.get("ATEN_CPU_CAPABILITY"),
            "OMP_NUM_THREADS": os.environ["OMP_NUM_THREADS"],
            "OPENBLAS_NUM_THREADS": os.environ["OPENBLAS_NUM_THREADS"],
@@ -34,7 +34,7 @@ PY
 echo "book: built fresh in $(( $(date +%s) - start )) s -> _build/html/index.html"
 # The PDFs, where the browser is installed (bash scripts/setup_browser.sh); BOOK_PDF=0 skips
 # them. Without them the site links no PDF (_static/pdfs.js lists none), so no link is broken.
-if [ "${BOOK_PDF:-1}" != 0 ] && .venv/bin/python -c "from standarderror._browser import require; require()" 2>/dev/null; then
+if [ "${BOOK_PDF:-1}" != 0 ] && .venv/bin/python -c "from standarderror_book.browser import require; require()" 2>/dev/null; then
   bash scripts/pdf.sh
 else
   echo "book: no PDF printed (no browser, or BOOK_PDF=0), so the site links none; to print them: bash scripts/setup_browser.sh, then bash scripts/pdf.sh"

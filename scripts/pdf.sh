@@ -3,7 +3,7 @@
 # bookmarks, page numbers, solutions open) and one PDF per page (_build/pdf/<page>.pdf), also
 # copied into the site (_build/html/pdf/), where the landing page and every page's download
 # menu link them: the site's _static/pdfs.js then lists the printed files, and a page links a
-# PDF only where it is listed (standarderror/sphinxext/site.py; the build lists none). Run it
+# PDF only where it is listed (standarderror_book/sphinxext/site.py; the build lists none). Run it
 # after `bash scripts/book.sh` (which runs it itself where the browser is installed): nothing
 # is executed again, the pages are the build's HTML, printed by headless Chromium
 # (`bash scripts/setup_browser.sh` installs it).
@@ -25,7 +25,7 @@ for i in "${!args[@]}"; do
 done
 .venv/bin/python - "$html" <<'PY'
 import sys
-from standarderror.sphinxext.site import write_pdf_manifest
+from standarderror_book.sphinxext.site import write_pdf_manifest
 print(f"pdf: the site links {len(write_pdf_manifest(sys.argv[1]))} PDFs "
       f"({sys.argv[1]}/_static/pdfs.js)")
 PY

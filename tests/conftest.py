@@ -10,7 +10,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 os.environ["OPENBLAS_NUM_THREADS"] = "1"
 # Two workers run two notebook kernels at once, each on OMP_NUM_THREADS threads: OpenMP's idle
 # threads then sleep instead of spinning (it changes no sum; two spinning kernels fight over
-# two cores: CHANGELOG.md). standarderror/sphinxext/ahead.py sets the same for the build's kernels.
+# two cores: CHANGELOG.md). standarderror_book/sphinxext/ahead.py sets the same for the build's kernels.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import nbval_pages  # noqa: E402  (tests/nbval_pages.py: the notebook tests through nbval)

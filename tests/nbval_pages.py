@@ -37,7 +37,7 @@ bits differ by design and the comparison is of what a reader is told:
 
 * every pin is checked against every quote of it in the book's prose (any page's ``{pin}``
   quote, read with the build's parser; the build's check, with its margin,
-  :func:`standarderror.book.check_quote`), not against the build's last bits;
+  :func:`standarderror_book.page.check_quote`), not against the build's last bits;
 * printed numbers are compared like pins: each may be the build's or its neighbour at the
   printed precision (one unit in the last printed digit, the most a rounding boundary crossed
   by last-bit noise moves it); the text around them, and any number further off, exactly;
@@ -75,7 +75,7 @@ import nbformat
 import pytest
 from nbval.plugin import IPyNbCell, IPyNbFile, NbCellError, get_sanitize_patterns
 
-from standarderror.book import GLUE_PREFIX, KERNEL_VARIABLES, arithmetic_env
+from standarderror_book.page import GLUE_PREFIX, KERNEL_VARIABLES, arithmetic_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval_sanitize.cfg"
@@ -108,9 +108,9 @@ _QUOTE_ROLE = re.compile(r"\{pin\}`([^`]*)`")
 def book_quotes() -> list[tuple[str, int, str, str, str]]:
     """Every ``{pin}`` quote of the book's pages: (quoting page, line, docname of the page that
     pins the value, name, quoted literal), read from the sources with the build's own parser
-    (:func:`standarderror.sphinxext._split`; a ``page:name`` quote names a docname or its last
+    (:func:`standarderror_book.sphinxext._split`; a ``page:name`` quote names a docname or its last
     component, as in the build)."""
-    from standarderror.sphinxext import _split
+    from standarderror_book.sphinxext import _split
 
     pages = toc_pages()
     docs = [p[:-3] for p in pages]
@@ -159,7 +159,7 @@ _capabilities: dict[tuple, str] = {}
 def kernel_env() -> dict[str, str]:
     """The environment the notebooks' kernels start with: the test process's, or, under
     ``RERUN_ARITHMETIC=CAPABILITY/THREADS`` (``default/1``, ``native/1``, ``laptop/2``), the
-    arithmetic's (:func:`standarderror.book.arithmetic_env`: torch's capability, an emulated
+    arithmetic's (:func:`standarderror_book.page.arithmetic_env`: torch's capability, an emulated
     CPU's library kernels, the thread count)."""
     value = os.environ.get("RERUN_ARITHMETIC", "").strip()
     if not value:
@@ -521,7 +521,7 @@ _quotes: dict[tuple[str, str], list[tuple[str, int, str]]] = {}
 def _check_against_quotes(page: str, name: str, was: str, value: str) -> list[str]:
     """Under another arithmetic: every quote of the pin, on any page, holds for the
     re-execution's value (the build's pin check, margin included)."""
-    from standarderror.book import check_quote
+    from standarderror_book.page import check_quote
 
     if not _quotes:
         for qpage, line, doc, qname, quoted in book_quotes():

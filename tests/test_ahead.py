@@ -1,4 +1,4 @@
-"""Notebook pages executed ahead, several at once (standarderror/sphinxext/ahead.py): the pages
+"""Notebook pages executed ahead, several at once (standarderror_book/sphinxext/ahead.py): the pages
 of a throwaway book run at the same time under ``se_pages_at_once: 2`` and one after another
 under 1, their pins checked fresh either way; a notebook that differs from the one executed
 ahead, and a page executed ahead but never read, each fail the build. (That every pin, figure
@@ -25,7 +25,7 @@ PAGE = front() + """
 
 ```{code-cell} ipython3
 import json, os, time
-from standarderror.book import pin
+from standarderror_book.page import pin
 start = time.time()
 time.sleep(SLEEP)
 print(json.dumps({"start": start, "end": time.time(), "wait": os.environ.get("OMP_WAIT_POLICY")}))
@@ -101,7 +101,7 @@ def direct(monkeypatch):
     records its calls), and ahead.py's state emptied before and after."""
     import myst_nb.core.execute.direct as direct
 
-    from standarderror.sphinxext import ahead
+    from standarderror_book.sphinxext import ahead
 
     calls = []
 
@@ -208,7 +208,7 @@ def test_a_lone_page_is_left_to_myst_nb_and_two_run_with_sleeping_threads(direct
 
 
 def test_the_start_order_is_the_named_slowest_then_the_rest_in_the_given_order():
-    from standarderror.sphinxext import ahead
+    from standarderror_book.sphinxext import ahead
 
     docs = ["book/model", "lectures/a", "lectures/b", "lectures/c"]
     assert ahead.order(docs, ["lectures/c", "absent/page", "lectures/a"]) == [
@@ -225,7 +225,7 @@ def test_every_execution_waits_for_late_outputs_and_never_drops_one(monkeypatch)
 
     import myst_nb.core.execute.direct as direct
 
-    from standarderror.sphinxext import ahead
+    from standarderror_book.sphinxext import ahead
 
     seen = []
 

@@ -1,5 +1,5 @@
 """The pieces of the site's presentation that need no build: the notebook download's rewriting
-(standarderror/sphinxext/download.py), the PDF placeholders and list (site.py), and the words
+(standarderror_book/sphinxext/download.py), the PDF placeholders and list (site.py), and the words
 a pinned number's note gives its rule in (pins.py)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import types
 import nbformat
 import pytest
 
-from standarderror.sphinxext import download, site
-from standarderror.sphinxext.pins import pin_rule
+from standarderror_book.sphinxext import download, site
+from standarderror_book.sphinxext.pins import pin_rule
 
 LOOK = dict(
     docname="lectures/ep9",

@@ -1,15 +1,13 @@
-"""scripts/fragility.py: settings, and the report's counts on results made up for the test."""
+"""standarderror_book.fragility: settings, and the report's counts on results made up for the test."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from standarderror_book import fragility
+
 ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location("fragility", ROOT / "scripts" / "fragility.py")
-fragility = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(fragility)
 
 
 @pytest.mark.parametrize("bad", ["native", "avx3/1", "default/two", "/2", "old/0", "old/²"])
@@ -19,7 +17,7 @@ def test_a_setting_is_capability_slash_threads(bad):
 
 
 def test_native_unsets_the_capability(monkeypatch):
-    from standarderror.book import arithmetic_env
+    from standarderror_book.page import arithmetic_env
 
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     env = arithmetic_env("native/2")
@@ -32,7 +30,7 @@ def test_an_emulated_cpu_forces_every_library_and_other_settings_keep_the_machin
     """An emulated CPU forces torch's capability and every library's kernels; any other
     setting keeps the library variables the machine sets (a machine may need them), and
     OPENBLAS_L2_SIZE, which no emulated CPU forces, is kept by all."""
-    from standarderror.book import KERNEL_VARIABLES, arithmetic_env
+    from standarderror_book.page import KERNEL_VARIABLES, arithmetic_env
 
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the machine's
     monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")

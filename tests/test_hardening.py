@@ -11,10 +11,10 @@ import pytest
 
 def test_unknown_codec_raises_lookup_error_in_a_pages_kernel():
     """``future-typing``'s .pth hook makes every codec name resolve; the book's kernel set-up
-    (importing standarderror.book) undoes it, in a fresh interpreter of this environment."""
+    (importing standarderror_book.page) undoes it, in a fresh interpreter of this environment."""
     code = (
         "import codecs\n"
-        "import standarderror.book\n"
+        "import standarderror_book.page\n"
         "try:\n"
         "    codecs.lookup('no-such-codec-xyz')\n"
         "except LookupError:\n"

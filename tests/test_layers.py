@@ -135,3 +135,19 @@ def test_loading_the_model_does_not_import_torchs_compiler():
              "print('torch._dynamo' in sys.modules, torch.nn.init.normal_ is normal, "
              "float(loaded['model'].tok.weight.std()) > 0)")
     assert _printed(probe) == ["False", "True", "True"]
+
+
+def test_the_library_never_imports_the_book_toolkit():
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "standarderror"
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.relative_to(root)}: {n}" for n in names
+                      if n.split(".")[0] == "standarderror_book"]
+    assert len(list(root.rglob("*.py"))) > 50
+    assert found == []

@@ -90,7 +90,7 @@ PAGE = front() + """
 # A throwaway page
 
 ```{code-cell} ipython3
-from standarderror.book import pin
+from standarderror_book.page import pin
 print("stable", 1 + 1)
 pin(answer=0.25)
 ```
@@ -289,7 +289,7 @@ def test_rerun_arithmetic_sets_the_kernels_environment(monkeypatch):
 
 def test_rerun_arithmetic_may_be_an_emulated_cpu_and_others_keep_the_machines_kernels(monkeypatch):
     """``laptop/2`` forces torch's capability and the libraries' kernels together
-    (standarderror.book.EMULATED_CPUS), as scripts/fragility.py's settings do; a library
+    (standarderror_book.page.EMULATED_CPUS), as scripts/fragility.py's settings do; a library
     variable the machine sets is kept by every arithmetic that does not force it."""
     monkeypatch.setenv("OPENBLAS_CORETYPE", "Prescott")  # the machine's
     monkeypatch.delenv("OPENBLAS_L2_SIZE", raising=False)

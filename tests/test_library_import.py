@@ -1,6 +1,6 @@
 """Importing the library changes nothing in the process: warnings filters, environment,
 allocator, garbage collector and codec lookup are as they were. The set-up the book's pages run
-under comes with the book toolkit (standarderror.book), and only with it."""
+under comes with the book toolkit (standarderror_book.page), and only with it."""
 
 import json
 import platform
@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Every module of the library: the package, its four subpackages and their modules, and the
-#: command line (not the book toolkit: book, plots, sphinxext, _kernel).
+#: command line (not the book toolkit, standarderror_book, nor the figure style, plots).
 LIBRARY = ("standarderror",
            "standarderror.uncertainty", "standarderror.spectral", "standarderror.llm",
            "standarderror.experiments", "standarderror.cli")
@@ -100,8 +100,8 @@ def test_importing_the_library_changes_nothing_in_the_process():
     assert {"standarderror.llm.semantic", "standarderror.experiments.measure.report",
             "standarderror.uncertainty.calibration", "standarderror.spectral._gram"
             } <= set(got["imported"])
-    assert not any(n.startswith(("standarderror.book", "standarderror.sphinxext",
-                                 "standarderror._kernel", "standarderror._memory"))
+    assert not any(n.startswith(("standarderror_book.page", "standarderror_book.sphinxext",
+                                 "standarderror_book.kernel", "standarderror_book.memory"))
                    for n in got["imported"])
     before, after = got["before"], got["after"]
     assert got["calls"] == []    # no warnings filter, exit handler, gc or codec call of ours
@@ -116,7 +116,7 @@ def test_importing_the_library_changes_nothing_in_the_process():
                     reason="mallopt is glibc's")
 def test_the_book_toolkit_prepares_the_pages_kernel():
     """The control of the test above: the probe sees each change the book's set-up makes."""
-    got = _probe(["standarderror.book"], walk=False)
+    got = _probe(["standarderror_book.page"], walk=False)
     before, after = got["before"], got["after"]
     assert any("IProgress not found" in f for f in got["filters"])
     assert any(c.startswith("warnings.filterwarnings from") for c in got["calls"])

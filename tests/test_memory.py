@@ -1,4 +1,4 @@
-"""standarderror._memory: glibc keeps freed memory for the next allocation (fewer page faults,
+"""standarderror_book.memory: glibc keeps freed memory for the next allocation (fewer page faults,
 the same numbers), and the reader can switch it off."""
 
 import json
@@ -20,7 +20,7 @@ glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0
 CHURN = """
 import json, resource, sys
 import torch
-import standarderror._memory as mem  # what importing the book toolkit applies
+import standarderror_book.memory as mem  # what importing the book toolkit applies
 applied = mem.keep_freed_memory()  # idempotent: True where they are in force
 x = torch.ones(1)
 before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -59,7 +59,7 @@ def test_the_reader_can_switch_it_off_or_set_glibc_themselves():
 
 
 def test_importing_the_book_toolkit_applies_it_where_it_can():
-    code = ("import standarderror.book, standarderror._memory as m, json; "
+    code = ("import standarderror_book.page, standarderror_book.memory as m, json; "
             "print(json.dumps(m.keep_freed_memory()))")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     env.pop("STANDARDERROR_KEEP_MEMORY", None)
@@ -74,7 +74,7 @@ def test_the_final_collection_is_skipped_at_exit_unless_switched_off(tmp_path):
     garbage when the interpreter exits is then not collected (its __del__ does not run), and
     with STANDARDERROR_KEEP_MEMORY=0 it is (the interpreter's own last collection)."""
     code = f"""
-import standarderror.book
+import standarderror_book.page
 class Cycle:
     def __del__(self):
         open({str(tmp_path / "collected")!r}, "w").write("yes")

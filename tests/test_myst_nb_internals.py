@@ -4,14 +4,14 @@ MyST-NB release they were checked against (ARCHITECTURE.md, "MyST-NB internals")
 import importlib
 from importlib.metadata import version
 
-from standarderror import sphinxext
+from standarderror_book import sphinxext
 
 
 def test_myst_nb_is_the_release_the_replacements_were_checked_against():
     installed = version("myst-nb")
     assert installed == sphinxext.MYST_NB_CHECKED, (
         f"myst-nb {installed} is installed, the run-time replacements of "
-        f"standarderror.sphinxext were checked against {sphinxext.MYST_NB_CHECKED}: read each "
+        f"standarderror_book.sphinxext were checked against {sphinxext.MYST_NB_CHECKED}: read each "
         "one (MYST_NB_REPLACED, MYST_NB_READ) against the new release, then update it")
 
 

@@ -5,8 +5,8 @@ literal written without its name declare nothing."""
 
 import pytest
 
-from standarderror.sphinxext.numbers import inferred_settings, scan
-from standarderror.sphinxext.numbers.settings import redundant_settings
+from standarderror_book.sphinxext.numbers import inferred_settings, scan
+from standarderror_book.sphinxext.numbers.settings import redundant_settings
 
 CODE = """
 import numpy as np
@@ -27,7 +27,7 @@ def _doctree(rst):
     from docutils.core import publish_doctree
     from docutils.parsers.rst import roles
 
-    from standarderror.sphinxext.pins import scan_only_pin_role
+    from standarderror_book.sphinxext.pins import scan_only_pin_role
 
     roles.register_local_role("pin", scan_only_pin_role)
     return publish_doctree(rst, settings_overrides={"report_level": 5})

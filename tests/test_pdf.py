@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pytest
 
-from standarderror._browser import Unavailable, chromium
+from standarderror_book.browser import Unavailable, chromium
 
 # poppler's programs run on the printed book, and one test opens the browser: seconds a test,
 # 13 to 15 s in all, which the fast tier paid wherever a book PDF had been printed

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from myst_page import front
 
-from standarderror.book import (
+from standarderror_book.page import (
     BOUNDARY_MARGIN,
     check_quote,
     parse_quote,
@@ -27,7 +27,7 @@ from standarderror.book import (
     with_se,
     within_margin,
 )
-from standarderror.sphinxext.numbers import (
+from standarderror_book.sphinxext.numbers import (
     code_literals,
     counts,
     declaration_problems,
@@ -61,7 +61,7 @@ def test_check_quote(quoted, value, ok):
     assert check_quote(quoted, value)[0] is ok
 
 
-# The margin (standarderror.book.BOUNDARY_MARGIN, 0.05 of the last quoted unit): a value just
+# The margin (standarderror_book.page.BOUNDARY_MARGIN, 0.05 of the last quoted unit): a value just
 # beyond its quote's rounding boundary still matches, a changed digit never does.
 @pytest.mark.parametrize("quoted, value, ok", [
     ("0.0366", 0.03655 - 0.03e-4, True),     # 0.03 units below the lower boundary
@@ -162,7 +162,7 @@ def _doctree(rst):
     from docutils.core import publish_doctree
     from docutils.parsers.rst import roles
 
-    from standarderror.sphinxext.pins import scan_only_pin_role
+    from standarderror_book.sphinxext.pins import scan_only_pin_role
 
     roles.register_local_role("pin", scan_only_pin_role)
     return publish_doctree(rst, settings_overrides={"report_level": 5})
@@ -236,7 +236,7 @@ PAGE = FRONT + """
 
 ```{code-cell} ipython3
 import os
-from standarderror.book import pin
+from standarderror_book.page import pin
 temperatures = (1, 2)
 pin(share=float(os.environ.get("SE_TEST_VALUE", "0.2254")), count=len("x" * 24576))
 pin("gap", -1.2e-4 * len(temperatures) / 2)
@@ -418,7 +418,7 @@ def test_the_command_line_lists_a_pages_bare_numbers(tmp_path):
     page.write_text(PAGE.replace("SHARE", "22.5%").replace("ALT", "Ends near 0.9.")
                     .replace("CAPTION", "Share {pin}`share=22.5%` at T = 2.")
                     .replace("EXTRA", "A bare 0.7."))
-    r = subprocess.run([sys.executable, "-m", "standarderror.sphinxext.numbers", str(page)],
+    r = subprocess.run([sys.executable, "-m", "standarderror_book.sphinxext.numbers", str(page)],
                        capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "0.9 (alt)" in r.stdout and "0.7 (prose)" in r.stdout
@@ -429,7 +429,7 @@ def test_the_command_line_lists_a_pages_bare_numbers(tmp_path):
 @pytest.mark.slow  # a throwaway Sphinx project (imports Sphinx, MyST-NB and jupyter-book)
 def test_the_template_has_no_bare_number():
     """The template shows the conventions; it must pass its own check (fast: no execution)."""
-    from standarderror.sphinxext.numbers import _read_pages
+    from standarderror_book.sphinxext.numbers import _read_pages
 
     res = _read_pages([ROOT / "lectures" / "_template.md"], ROOT)
     (result,) = res.values()
@@ -451,11 +451,11 @@ def test_scan_reads_the_text_of_raw_html_but_not_its_tags_or_scripts():
 def test_api_docstrings_are_skipped_and_table_rows_have_their_lines(tmp_path):
     """Autodoc text comes from the package, not the page; a table's numbers point at their row
     (fast: a throwaway Sphinx read, nothing executed)."""
-    from standarderror.sphinxext.numbers import _read_pages
+    from standarderror_book.sphinxext.numbers import _read_pages
 
     (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
     page = tmp_path / "api.md"
-    page.write_text("# API\n\n```{eval-rst}\n.. automodule:: standarderror.book\n"
+    page.write_text("# API\n\n```{eval-rst}\n.. automodule:: standarderror_book.page\n"
                     "   :members: check_quote\n```\n\n| a | b |\n|---|---|\n| x | 0.5 |\n")
     (result,) = _read_pages([page], tmp_path).values()
     assert [(f["number"], f["line"]) for f in result["findings"]] == [("0.5", 10)]
@@ -609,10 +609,10 @@ HOLES = "\n".join([
     "```",
     "```{code-cell} ipython3",
     "import importlib",
-    "import standarderror.book",
+    "import standarderror_book.page",
     "pin('twice', 0.5)",
-    "importlib.reload(standarderror.book)",                             # 9: reload, pin again
-    "standarderror.book.pin('twice', 0.5)",
+    "importlib.reload(standarderror_book.page)",                             # 9: reload, pin again
+    "standarderror_book.page.pin('twice', 0.5)",
     "pin(gap_h=0.49, acc_h=0.5466, cov_h=0.996, frac_h=0.225)",         # 6: imprecise quotes
     "from IPython.display import Markdown, display",
     "display(Markdown('LAC reaches 90% overall'))",                     # 5: output as prose
@@ -641,7 +641,7 @@ ALLOW_ERRORS = FRONT.replace('settings:\n  - "T = 2"\n  - "ICML 2017"\n',
 # Allowed errors
 
 ```{code-cell} ipython3
-from standarderror.book import pin
+from standarderror_book.page import pin
 acc = 0.4
 assert acc > 0.9, "the claim the page makes"
 ```
@@ -714,7 +714,7 @@ def test_no_page_can_be_excused_from_a_rule():
     check off is a hole, so any entry is refused and nothing is ever excused."""
     from types import SimpleNamespace
 
-    from standarderror.sphinxext.pins import _builder_inited
+    from standarderror_book.sphinxext.pins import _builder_inited
 
     _builder_inited(SimpleNamespace(config=SimpleNamespace(se_pending={})))
     listed = SimpleNamespace(config=SimpleNamespace(se_pending={"lectures/x": ["words"]}))
@@ -725,7 +725,7 @@ def test_no_page_can_be_excused_from_a_rule():
 @pytest.mark.slow  # a throwaway Sphinx project (imports Sphinx, MyST-NB and jupyter-book)
 def test_a_phrase_seen_only_in_maths_or_code_is_noted_as_declaring_nothing(tmp_path):
     """(fast: a throwaway Sphinx read, nothing executed)"""
-    from standarderror.sphinxext.numbers import _read_pages
+    from standarderror_book.sphinxext.numbers import _read_pages
 
     (tmp_path / "_config.yml").write_text((ROOT / "_config.yml").read_text())
     page = tmp_path / "page.md"
@@ -782,7 +782,7 @@ def test_other_ways_of_showing_a_number_are_scanned(tmp_path):
 def test_table_lays_out_markdown_and_refuses_ragged_rows(monkeypatch):
     import IPython.display
 
-    from standarderror.book import table
+    from standarderror_book.page import table
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", shown.append)
@@ -810,7 +810,7 @@ def test_table_lays_out_markdown_and_refuses_ragged_rows(monkeypatch):
     ("(\u202e[0.3])", "an invisible character"),                    # a bidirectional override
 ])
 def test_signs_and_percent_signs_around_a_pin_are_refused(text, why):
-    from standarderror.sphinxext.numbers.scanner import pin_neighbour_problem
+    from standarderror_book.sphinxext.numbers.scanner import pin_neighbour_problem
 
     a, b = text.index("["), text.index("]") - 1
     assert why in pin_neighbour_problem(text.replace("[", "").replace("]", ""), a, b)
@@ -819,7 +819,7 @@ def test_signs_and_percent_signs_around_a_pin_are_refused(text, why):
 @pytest.mark.parametrize("text", ["0.97\u2013[1.00]", "the gap \u2014 [0.3] \u2014 is",
                                   "a [64]-character window", "(of [0.3])", "of [0.3], and"])
 def test_ranges_dashes_and_punctuation_around_a_pin_pass(text):
-    from standarderror.sphinxext.numbers.scanner import pin_neighbour_problem
+    from standarderror_book.sphinxext.numbers.scanner import pin_neighbour_problem
 
     a, b = text.index("["), text.index("]") - 1
     assert pin_neighbour_problem(text.replace("[", "").replace("]", ""), a, b) == ""
@@ -866,7 +866,7 @@ def test_splits_and_exact_operations_in_words_pass(text):
     ("1", 0.96), ("1.0", 0.951), ("1.00", 0.9951), ("0.99", 0.9951), ("100.0%", 0.9996),
     ("99%", 0.9951), ("-1.0", -0.96), ("0.9", 0.93)])
 def test_a_rounding_to_the_bound_one_is_refused(quoted, value):
-    from standarderror.sphinxext.pins import bound_problem
+    from standarderror_book.sphinxext.pins import bound_problem
 
     assert check_quote(quoted, value)[0]            # it rounds right ...
     assert "bound 1" in bound_problem(quoted, value)  # ... and hides the distance to 1
@@ -876,13 +876,13 @@ def test_a_rounding_to_the_bound_one_is_refused(quoted, value):
     ("0.995", 0.9951), ("0.96", 0.96), ("1.00", 1.0035), ("1.00", 0.9999999999999999),
     ("99.5%", 0.9951), ("0.7", 0.7168), ("+0.0001", 0.000116), ("1", 1)])
 def test_honest_quotes_near_and_far_from_one_pass(quoted, value):
-    from standarderror.sphinxext.pins import bound_problem
+    from standarderror_book.sphinxext.pins import bound_problem
 
     assert bound_problem(quoted, value) is None
 
 
 def test_a_pinned_literal_is_found_through_names_and_conversions():
-    from standarderror.sphinxext.numbers import literal_pin_problems, literal_pins
+    from standarderror_book.sphinxext.numbers import literal_pin_problems, literal_pins
 
     code = ["acc = 0.5466\npin('acc', acc)\npin(b=0.5466, c=-2, d=float(0.3))\n"
             "x = 1\nx = f(x)\npin('x', x)\nfor t in (1, 2):\n    pin(f't{t}', t)\n"
@@ -898,7 +898,7 @@ def test_text_the_configuration_shows_on_every_page_is_scanned():
 
     from sphinx_external_toc.parsing import parse_toc_yaml
 
-    from standarderror.sphinxext.numbers.configtext import config_findings
+    from standarderror_book.sphinxext.numbers.configtext import config_findings
 
     config = SimpleNamespace(html_title="ECE 0.9", project="p", author="a",
                              html_show_copyright=False, copyright="2026",
@@ -924,7 +924,7 @@ ROUND4 = front('mystnb:\n  execution_timeout: 60\nsettings:\n  - "in Table 2, 0.
 ```{code-cell} ipython3
 import matplotlib.pyplot as plt
 import numpy as np
-from standarderror.book import pin
+from standarderror_book.page import pin
 zero = np.zeros(1).sum()
 fig, ax = plt.subplots()
 ax.plot([0, 1], [0, 1], alpha=0.5)
@@ -1004,7 +1004,7 @@ def test_the_fourth_rounds_holes_fail_the_build(tmp_path):
 def test_pin_of_a_dataclass_pins_its_number_fields_by_name(monkeypatch):
     from dataclasses import dataclass
 
-    from standarderror import book
+    from standarderror_book import page as book
 
     @dataclass(frozen=True)
     class Result:

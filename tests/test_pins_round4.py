@@ -6,8 +6,8 @@ first by the rule alone (fast), then in the real build of a throwaway book (slow
 import pytest
 from test_pins import PNG, _doctree, _problems, build
 
-from standarderror.sphinxext.numbers import scan, tokens
-from standarderror.sphinxext.numbers.boxes import ours_problem, record_problem
+from standarderror_book.sphinxext.numbers import scan, tokens
+from standarderror_book.sphinxext.numbers.boxes import ours_problem, record_problem
 
 
 def _tok(text, number):
@@ -116,7 +116,7 @@ def test_a_picture_the_build_did_not_draw_needs_a_cited_source():
 
 
 def test_code_that_shows_a_picture_it_did_not_draw_is_refused():
-    from standarderror.sphinxext.numbers import code_picture_problems
+    from standarderror_book.sphinxext.numbers import code_picture_problems
 
     assert code_picture_problems(["from IPython.display import Image\n"
                                   "Image(filename='figures/ece.png')"])
@@ -130,7 +130,7 @@ def test_code_that_shows_a_picture_it_did_not_draw_is_refused():
 # ------------------------------------------------------------------------------------------
 
 def test_numbers_a_cell_shows_from_literals_are_typed():
-    from standarderror.sphinxext.numbers import is_typed, typed_by_cell
+    from standarderror_book.sphinxext.numbers import is_typed, typed_by_cell
 
     cells = {0: 's = "ECE 0.012 at T = 1"\nacc = 0.81\nrows = [(0.93, 0.92)]\n'
                 'd = {"AUROC": 0.87}\nece = model.ece()',
@@ -153,7 +153,7 @@ def test_numbers_a_cell_shows_from_literals_are_typed():
 
 
 def test_numbers_drawn_into_a_figure_from_literals_are_refused():
-    from standarderror.sphinxext.numbers import drawn_problems
+    from standarderror_book.sphinxext.numbers import drawn_problems
 
     code = ['ece = 0.012\nax.set_title(f"ECE {ece:.3f} at T = 1")\n'
             'ax.plot(x, y, label="AUROC 0.87")\nax.legend()\nplt.title(f"ECE {computed:.3f}")\n'
@@ -211,7 +211,7 @@ def test_a_literalinclude_of_a_results_file_is_read_and_of_code_is_not():
 
     doc = new_document("page", get_default_settings(Parser))
     doc += nodes.literal_block("ECE 0.012", "ECE 0.012", source="results/ece.json")
-    doc += nodes.literal_block("x = 0.5", "x = 0.5", source="standarderror/book.py")
+    doc += nodes.literal_block("x = 0.5", "x = 0.5", source="standarderror_book/page.py")
     assert [f.number for f in scan(doc, [])] == ["0.012"]
 
 
@@ -234,7 +234,7 @@ mystnb:
 ```{code-cell} ipython3
 import matplotlib.pyplot as plt
 from IPython.display import HTML, Markdown, display
-from standarderror.book import table
+from standarderror_book.page import table
 s = "The ECE is 0.0123 here."
 acc = 0.8222
 d = {"AUROC": [0.8333]}

@@ -52,7 +52,7 @@ from pathlib import Path
 
 import pytest
 
-from standarderror._browser import Unavailable, chromium, serve
+from standarderror_book.browser import Unavailable, chromium, serve
 
 ROOT = Path(__file__).resolve().parents[1]
 SITE = Path(os.environ.get("SITE_HTML", ROOT / "_build" / "html"))
@@ -202,11 +202,11 @@ def test_previous_next_links_walk_the_whole_book():
 
 
 # Modules that are build machinery, not an API a lecture or a reader calls.
-NOT_IN_API = {"standarderror.sphinxext", "standarderror.sphinxext.ahead",
-              "standarderror.sphinxext.numbers", "standarderror.sphinxext.pins",
-              "standarderror.sphinxext.site", "standarderror.sphinxext.download",
-              "standarderror.sphinxext.status", "standarderror.sphinxext.numbering",
-              *(f"standarderror.sphinxext.numbers.{m}"
+NOT_IN_API = {"standarderror_book.sphinxext", "standarderror_book.sphinxext.ahead",
+              "standarderror_book.sphinxext.numbers", "standarderror_book.sphinxext.pins",
+              "standarderror_book.sphinxext.site", "standarderror_book.sphinxext.download",
+              "standarderror_book.sphinxext.status", "standarderror_book.sphinxext.numbering",
+              *(f"standarderror_book.sphinxext.numbers.{m}"
                 for m in ("tokenizer", "settings", "doctree", "scanner", "cli", "configtext",
                           "boxes", "pictures", "codetext"))}
 
@@ -426,7 +426,7 @@ def test_every_notebook_download_reads_well_in_a_plain_renderer():
 
 
 def test_markdown_tables_in_outputs_render_as_tables():
-    """The lectures' output tables (``standarderror.book.table``: Markdown) are HTML tables on
+    """The lectures' output tables (``standarderror_book.page.table``: Markdown) are HTML tables on
     the site, not lines of pipes: MyST-NB parses Markdown outputs as CommonMark unless told
     otherwise (``nb_render_markdown_format`` in ``_config.yml``), and CommonMark has no tables.
     Each page with a ``table(`` call has at least as many tables as calls."""
@@ -478,7 +478,7 @@ def server():
 
 
 def _chromium(profile: str, window: str = "1280,1000"):
-    """Headless Chromium, offline (standarderror._browser); skipped or failed, by
+    """Headless Chromium, offline (standarderror_book.browser); skipped or failed, by
     SITE_REQUIRED, with the reason when the browser is missing."""
     try:
         return chromium(profile, window=window)
@@ -1179,7 +1179,7 @@ def test_the_site_links_only_the_pdfs_it_lists():
     placeholder (``data-se-pdf``), which ``pdf-links.js`` makes a link where ``_static/pdfs.js``
     lists its file; and that list names exactly the PDFs in the site's ``pdf/`` folder (none
     after the build alone, every printed one after ``bash scripts/pdf.sh``)."""
-    from standarderror.sphinxext.site import read_pdf_manifest
+    from standarderror_book.sphinxext.site import read_pdf_manifest
 
     _require_site()
     folder = SITE / "pdf"
@@ -1206,7 +1206,7 @@ def test_the_pdf_links_appear_only_where_a_pdf_was_printed(browser, tmp_path):
     """On a copy of the site: with no PDF printed, no page links one (the landing page's
     book.pdf stays a placeholder, the download menus offer none); with the book's PDF and one
     page's printed, exactly those are linked, where they belong, and each answers."""
-    from standarderror.sphinxext.site import pdf_manifest_text
+    from standarderror_book.sphinxext.site import pdf_manifest_text
 
     _require_site()
     copy = tmp_path / "html"
@@ -1257,7 +1257,7 @@ def test_every_pinned_number_carries_its_note(visits):
     the full-precision value the code computed (the quote is that value at the quote's
     precision, by the build's own rule), states the rule it was checked by, and links to the
     code cell that computed it (an id on that page)."""
-    from standarderror.book import check_quote
+    from standarderror_book.page import check_quote
 
     problems, count, ids = [], 0, {}
     for page, r in visits.items():

@@ -1,6 +1,6 @@
 // The PDFs of the book (bash scripts/pdf.sh prints them into the site, under pdf/), linked
 // only where the file exists: _static/pdfs.js (window.sePdfs) names the printed PDFs; the
-// build writes it empty and the PDF step with what it printed (standarderror/sphinxext/site.py).
+// build writes it empty and the PDF step with what it printed (standarderror_book/sphinxext/site.py).
 // In every page's download menu, a ".pdf" entry downloads that page's printed PDF (solutions
 // open, numbered pages) instead of opening the browser's print dialog, and a "book .pdf" entry
 // downloads the whole book, each where it was printed; a placeholder the build left for a link

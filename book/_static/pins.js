@@ -1,4 +1,4 @@
-// A pinned number's note (standarderror/sphinxext/pins.py: render_pins; book.css shows it on
+// A pinned number's note (standarderror_book/sphinxext/pins.py: render_pins; book.css shows it on
 // hover and on keyboard focus): Escape closes the open note and keeps it closed until the
 // pointer leaves the number and focus leaves it, as a tooltip must be dismissable without
 // moving (WCAG 1.4.13).

@@ -61,7 +61,7 @@ def rows(env) -> list[dict]:
     """One row per notebook page (a page whose execution MyST-NB recorded), in docname order."""
     from myst_nb.sphinx_ import NbMetadataCollector
 
-    from standarderror.sphinxext.pins import _build_nonce, _state
+    from standarderror_book.sphinxext.pins import _build_nonce, _state
 
     state = _state(env)
     out = []

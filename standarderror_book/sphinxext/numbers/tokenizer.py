@@ -1,7 +1,7 @@
 """What counts as a number in a unit of text: :func:`tokens` (digits, signs, ``%``, factors,
 glued units and magnitudes, superscripts, vulgar fractions; digits glued to a word are names),
 :func:`is_math_checked` (which tokens count inside maths) and :func:`word_numbers` (a measured
-number written in words). The rules are listed in :mod:`standarderror.sphinxext.numbers`."""
+number written in words). The rules are listed in :mod:`standarderror_book.sphinxext.numbers`."""
 
 from __future__ import annotations
 

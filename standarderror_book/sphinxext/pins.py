@@ -1,6 +1,6 @@
 """The ``{pin}`` role and the pins' bookkeeping: which values this build's execution pinned,
 the quotes checked against them (on the page and across pages), and the freshness rules (every
-page read and executed in this build, no error output). See :mod:`standarderror.sphinxext`
+page read and executed in this build, no error output). See :mod:`standarderror_book.sphinxext`
 for the rules and the order of the events.
 """
 
@@ -13,8 +13,8 @@ import secrets
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror.book import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
-from standarderror.sphinxext.numbers.doctree import pin_node
+from standarderror_book.page import NONCE_ENV, PIN_METADATA, check_quote, parse_quote, precision_problem
+from standarderror_book.sphinxext.numbers.doctree import pin_node
 
 logger = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def _refuse_pending(app) -> None:
     if pending:
         raise ExtensionError(
             f"se_pending is set ({pending!r}), but no page may be excused from the number "
-            "rules: fix the page (python -m standarderror.sphinxext.numbers PAGE.md lists "
+            "rules: fix the page (python -m standarderror_book.sphinxext.numbers PAGE.md lists "
             "its problems) and remove se_pending from _config.yml")
 
 
@@ -128,7 +128,7 @@ def _pinned_values(env, document) -> dict:
         raw = (output.get("data") or {}).get("text/plain")
         if not isinstance(meta, dict):
             out[key] = (None, f"{key!r} was glued by something other than pin() (plain "
-                              "myst_nb.glue?); glue quoted values with standarderror.book.pin")
+                              "myst_nb.glue?); glue quoted values with standarderror_book.page.pin")
         elif not _build_nonce() or meta.get("nonce") != _build_nonce():
             out[key] = (None, f"the value of {key!r} was not computed by an execution in this "
                               "build (a stored output: per-page execution_mode, a stored .ipynb "
@@ -180,7 +180,7 @@ EXACT_BOUND = 1e-12
 def bound_problem(quoted: str, value: float) -> str | None:
     """Why ``quoted`` hides how far ``value`` lies from the bound 1, or None.
 
-    A quote carries a significant digit of its value (:func:`standarderror.book.precision_problem`,
+    A quote carries a significant digit of its value (:func:`standarderror_book.page.precision_problem`,
     which also refuses a nonzero value quoted as 0), and, for a value nearer 1 than 0 in
     magnitude, a significant digit of its distance to 1: ``1``, ``1.0`` and ``1.00`` quote
     only 1 itself (within :data:`EXACT_BOUND`), and a value below 1 keeps the digits that show
@@ -223,7 +223,7 @@ def _split(text: str):
 
 
 def pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    from standarderror.sphinxext.numbers import place
+    from standarderror_book.sphinxext.numbers import place
 
     document = inliner.document
     env = document.settings.env
@@ -282,7 +282,7 @@ def _named(node, key: str, page: str | None):
 
 
 def scan_only_pin_role(name, rawtext, text, lineno, inliner, options=None, content=None):
-    """The ``{pin}`` role of :mod:`standarderror.sphinxext.numbers`' command line.
+    """The ``{pin}`` role of :mod:`standarderror_book.sphinxext.numbers`' command line.
 
     Nothing is executed there, so a quote is only marked as pinned, not compared.
     """
@@ -396,7 +396,7 @@ PINNED_ID = "se-pinned-{name}"
 
 def pin_rule(quoted: str, raw) -> str:
     """In words, the rule by which ``quoted`` was checked against the pinned value ``raw``."""
-    from standarderror.book import BOUNDARY_MARGIN, render
+    from standarderror_book.page import BOUNDARY_MARGIN, render
 
     quote = parse_quote(quoted)
     value = float(raw)
@@ -459,7 +459,7 @@ def render_pins(app, doctree, docname):
     id :data:`PINNED_ID`."""
     from docutils import nodes
 
-    from standarderror.sphinxext.numbers.doctree import _is_pin
+    from standarderror_book.sphinxext.numbers.doctree import _is_pin
 
     if getattr(app.builder, "format", "") != "html":
         return

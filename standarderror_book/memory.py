@@ -10,8 +10,8 @@ cores, sampling Episode 5's test answers took 1.3 to 1.6 times as long as with t
 (``/usr/bin/time -f %R`` counts the faults: 2.5 to 3.6 million
 against 0.2 million for the same sampling).
 
-:func:`keep_freed_memory`, called when :mod:`standarderror.book` prepares a page's kernel
-(:mod:`standarderror._kernel`; the library alone never calls it), asks glibc
+:func:`keep_freed_memory`, called when :mod:`standarderror_book.page` prepares a page's kernel
+(:mod:`standarderror_book.kernel`; the library alone never calls it), asks glibc
 (``mallopt``) to serve allocations from its heap (:data:`MMAP_THRESHOLD`, :data:`MMAP_MAX`) and to keep up
 to :data:`TRIM_THRESHOLD` of freed heap for reuse, with :data:`TOP_PAD` of slack each time the
 heap grows. It changes no number any computation produces, only where memory comes from;

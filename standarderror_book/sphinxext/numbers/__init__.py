@@ -30,7 +30,7 @@ prose (Markdown or HTML an output displays, a print under a hidden input). Each 
   this build; a number the code typed into a string or a display call is checked as prose);
 * ``bare``: anything else, and: a measured number in words ("two minutes", "a quarter of an
   hour", "hundredths"), or characters glued to a pin (a digit, a sign, ``%`` outside the quote).
-  A bare finding fails the build (see :mod:`standarderror.sphinxext`).
+  A bare finding fails the build (see :mod:`standarderror_book.sphinxext`).
 
 Not scanned: code cells and visible code outputs (except a figure's caption and an image's alt
 text), inline code, literal blocks, comments, role targets (citations, unresolved
@@ -52,7 +52,7 @@ glued to a word are not numbers: ``float32``, ``L2``, ``2D``, ``1st``,
 Command line, without executing anything (a throwaway Sphinx read with execution off; a code
 cell's figure caption and alt text are rendered through a placeholder image)::
 
-    python -m standarderror.sphinxext.numbers lectures/ep3_temperature.md [...]
+    python -m standarderror_book.sphinxext.numbers lectures/ep3_temperature.md [...]
 
 lists each page's bare numbers and refused declarations with ``path:line`` and a per-page count;
 it exits 1 when a page has either. Its note "declares nothing" names a setting phrase whose
@@ -66,7 +66,7 @@ The scan is split by idea: :mod:`.tokenizer` (what counts as a number, and numbe
 :mod:`.codetext` (numbers the code types and an output or a figure shows), :mod:`.configtext`
 (the configured text every page shows: title, banner, footer, the table of contents) and
 :mod:`.cli` (the command line). This module re-exports their public names (and
-``_read_pages``, which the tests call), so ``standarderror.sphinxext.numbers.X`` keeps working.
+``_read_pages``, which the tests call), so ``standarderror_book.sphinxext.numbers.X`` keeps working.
 """
 
 from __future__ import annotations

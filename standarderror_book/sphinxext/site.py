@@ -23,7 +23,7 @@ PDF_DIR = "pdf"
 PDF_MANIFEST = "pdfs.js"
 _MANIFEST_HEAD = ("// The PDFs printed into this site's pdf/ folder (paths inside it): written "
                   "empty by the build,\n// with the printed files by bash scripts/pdf.sh "
-                  "(standarderror.sphinxext.site.write_pdf_manifest).\n")
+                  "(standarderror_book.sphinxext.site.write_pdf_manifest).\n")
 _MANIFEST_LINE = re.compile(r"^window\.sePdfs = (\[.*\]);$", re.M)
 
 
@@ -31,7 +31,7 @@ def offer_ipynb(app, pagename, templatename, context, doctree):
     """Offer every executed page as an ``.ipynb`` download (sphinx-book-theme's download menu):
     myst-nb's executed notebook, its code cells and outputs unchanged, its Markdown rewritten
     for a plain notebook renderer, with a first cell on how to install and run it
-    (:mod:`standarderror.sphinxext.download`).
+    (:mod:`standarderror_book.sphinxext.download`).
 
     The theme offers a notebook in ``_sources`` only when a launch service (Binder,
     JupyterHub, ...) is configured; this book runs offline and has none, so it is written
@@ -39,7 +39,7 @@ def offer_ipynb(app, pagename, templatename, context, doctree):
     """
     import nbformat
 
-    from standarderror.sphinxext import download
+    from standarderror_book.sphinxext import download
 
     executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
     if app.builder.format != "html" or not executed.is_file():

@@ -88,7 +88,7 @@ def _wrap_execution() -> None:
             future.cancel()
             raise ExtensionError(
                 f"{docname}: the notebook or its execution settings differ from those executed "
-                f"ahead (standarderror.sphinxext.ahead); build with {AT_ONCE} = 1 and report it")
+                f"ahead (standarderror_book.sphinxext.ahead); build with {AT_ONCE} = 1 and report it")
         result = future.result()
         # the executed notebook, in the objects MyST-NB holds (each cell keeps its id)
         for cell, done in zip(nb.cells, result.nb.cells):
@@ -170,7 +170,7 @@ def start(app, env, added, changed, removed) -> list[str]:
 
 
 def finish(app, exception) -> None:
-    """At ``build-finished``, before :func:`standarderror.sphinxext._finished`: after a failed
+    """At ``build-finished``, before :func:`standarderror_book.sphinxext._finished`: after a failed
     build no page waiting to start is started; a page executed ahead that Sphinx never read is
     kept for :func:`problems`."""
     with _LOCK:

@@ -1,7 +1,7 @@
 """Command line: list a page's numbers without executing it (a throwaway Sphinx read with
 execution off; a code cell's figure caption and alt text are rendered through a placeholder
-image). ``python -m standarderror.sphinxext.numbers PAGE ...``; see
-:mod:`standarderror.sphinxext.numbers`."""
+image). ``python -m standarderror_book.sphinxext.numbers PAGE ...``; see
+:mod:`standarderror_book.sphinxext.numbers`."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _read_pages(pages: list[Path], root: Path) -> dict:
     from sphinx.application import Sphinx
     from sphinx.util.docutils import docutils_namespace, patch_docutils
 
-    from standarderror import sphinxext
+    from standarderror_book import sphinxext
 
     original_md, original_ipynb = nb_read.read_myst_markdown_notebook, nb_read.standard_nb_read
 
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     parser = argparse.ArgumentParser(
-        prog="python -m standarderror.sphinxext.numbers",
+        prog="python -m standarderror_book.sphinxext.numbers",
         description="List the numbers of book pages that are neither pinned nor declared "
                     "(no execution).")
     parser.add_argument("pages", nargs="+", type=Path, help="page sources (.md or .ipynb)")

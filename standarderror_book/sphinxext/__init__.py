@@ -2,14 +2,14 @@
 
 **Pinned quotes.** In a lecture's prose, ``{pin}`name=0.5466``` renders as ``0.5466``. While the
 executed notebook is parsed, the role looks up the value the code pinned under ``name`` (see
-:func:`standarderror.book.pin`) and compares it with the literal at the precision written.
+:func:`standarderror_book.page.pin`) and compares it with the literal at the precision written.
 ``{pin}`ep3_temperature:name=0.5466``` quotes a value pinned on another page of the same build
 (the page's docname or its last component); it is checked once every page has been read.
 Every problem is reported with the page and line, and the build then fails:
 
 * the literal differs from the computed value (names quantity, quoted and computed values);
 * the quote names a value the page's code never pinned (an unknown name);
-* the value was glued by something other than :func:`~standarderror.book.pin` (plain
+* the value was glued by something other than :func:`~standarderror_book.page.pin` (plain
   ``myst_nb.glue``), or the same name was pinned more than once (one name, one value);
 * the value was not computed by an execution in *this* build: each build exports a fresh random
   nonce to the kernels it starts and ``pin()`` stores it with the value, so stored outputs (a
@@ -19,7 +19,7 @@ Every problem is reported with the page and line, and the build then fails:
   bound only to one), and no setting phrase of the page declares it;
 * the role's text is malformed (not ``name=number``).
 
-**Numbers.** After each page is read, :func:`standarderror.sphinxext.numbers.scan` finds every
+**Numbers.** After each page is read, :func:`standarderror_book.sphinxext.numbers.scan` finds every
 number a reader sees (prose, headings, admonitions, lists, tables, figure captions, alt text);
 each must be inside a ``{pin}`` quote or inside a *setting* phrase the page declares in its front
 matter (``settings:``, a list of strings) or the book declares in ``se_settings``. A bare number
@@ -35,7 +35,7 @@ stored outputs, not excluded, no ``skip-execution`` cell), and no cell may hold 
 (``raises-exception`` and ``execution_allow_errors`` do not excuse one). A name output by
 ``pin()`` more than once in the notebook is refused however the kernel counted
 (``importlib.reload``). A quote must carry a significant digit of its value
-(:func:`standarderror.book.precision_problem`) and, for a value nearer 1 than 0, a significant
+(:func:`standarderror_book.page.precision_problem`) and, for a value nearer 1 than 0, a significant
 digit of its distance to 1 (:func:`.pins.bound_problem`: 0.96 is not ``1``, 0.9951 not
 ``1.00``). The configured text every page shows (title, announcement, footer, the table of
 contents' captions and titles) is scanned like prose.
@@ -55,9 +55,9 @@ import os
 from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
-from standarderror import _kernel
-from standarderror.sphinxext import ahead, numbering, pins, site, status
-from standarderror.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
+from standarderror_book import kernel as _kernel
+from standarderror_book.sphinxext import ahead, numbering, pins, site, status
+from standarderror_book.sphinxext.pins import (  # noqa: F401  (_split, scan_only_pin_role: the CLI's)
     _build_nonce,
     _code_sources,
     _doc,
@@ -92,7 +92,7 @@ MYST_NB_READ = (
 
 
 def _check_numbers(app, doctree):
-    from standarderror.sphinxext import numbers
+    from standarderror_book.sphinxext import numbers
 
     env = app.env
     record = _doc(env, env.docname)
@@ -172,8 +172,8 @@ def _doctree_read(app, doctree):
 def _config_problems(app) -> list[str]:
     """Bare numbers in the text the configuration shows on every page (title, banner, footer,
     the table of contents' captions and titles): see :mod:`.numbers.configtext`."""
-    from standarderror.sphinxext.numbers import CONFIG_KEY
-    from standarderror.sphinxext.numbers.configtext import config_findings
+    from standarderror_book.sphinxext.numbers import CONFIG_KEY
+    from standarderror_book.sphinxext.numbers.configtext import config_findings
 
     site_map = getattr(app.env, "external_site_map", None)
     book = [str(p) for p in app.config[CONFIG_KEY] or []]
@@ -243,7 +243,7 @@ def _unwrite(app) -> None:
 def _finished(app, exception):
     if exception is not None:
         return
-    from standarderror.sphinxext import numbers
+    from standarderror_book.sphinxext import numbers
 
     problems = [p for rec in _state(app.env).values()
                 for p in rec["problems"] + rec.get("cross_problems", [])]

@@ -1,14 +1,14 @@
 """The process set-up of a page's kernel: what a lecture runs under, and only a lecture.
 
-:func:`prepare` is called when :mod:`standarderror.book` is imported (every page imports it for
+:func:`prepare` is called when :mod:`standarderror_book.page` is imported (every page imports it for
 ``pin``); the library itself (``uncertainty``, ``spectral``, ``llm``, ``experiments``) changes
 nothing in the process that imports it. Each step changes no number a page computes:
 
 * :func:`release_codec_hijack` -- normal codec lookup (also done in the Sphinx process by
-  :mod:`standarderror.sphinxext`);
+  :mod:`standarderror_book.sphinxext`);
 * :func:`quiet_progress_warning` -- no "IProgress not found" warning in an executed page;
-* :func:`standarderror._memory.keep_freed_memory` and
-  :func:`~standarderror._memory.skip_final_collection` -- freed memory kept for reuse, no final
+* :func:`standarderror_book.memory.keep_freed_memory` and
+  :func:`~standarderror_book.memory.skip_final_collection` -- freed memory kept for reuse, no final
   garbage collection at exit (``STANDARDERROR_KEEP_MEMORY=0`` turns both off).
 """
 
@@ -48,7 +48,7 @@ def quiet_progress_warning() -> None:
 
 def prepare() -> None:
     """Everything above, in that order. Idempotent."""
-    from standarderror import _memory
+    from standarderror_book import memory as _memory
 
     release_codec_hijack()
     quiet_progress_warning()

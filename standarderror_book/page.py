@@ -2,11 +2,11 @@
 
 A lecture computes a number and pins it under a name::
 
-    from standarderror.book import pin
+    from standarderror_book.page import pin
     pin("accuracy", accuracy)
 
 and its prose quotes the number as a literal, ``{pin}`accuracy=0.5466```. At build time the
-Sphinx extension :mod:`standarderror.sphinxext` compares the literal with the pinned value at the
+Sphinx extension :mod:`standarderror_book.sphinxext` compares the literal with the pinned value at the
 precision written and fails the build if they differ (see :func:`check_quote`).
 """
 
@@ -21,10 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from standarderror import _kernel
+from standarderror_book import kernel as _kernel
 
 # The process a page runs in: every page imports this module, so importing it prepares the
-# kernel (codec lookup, a warnings filter, the allocator; see standarderror._kernel). The
+# kernel (codec lookup, a warnings filter, the allocator; see standarderror_book.kernel). The
 # library modules themselves change nothing in the process.
 _kernel.prepare()
 
@@ -82,7 +82,7 @@ def arithmetic_env(text: str, environ=None) -> dict[str, str]:
     return env
 
 
-#: Environment variable holding the current build's nonce: :mod:`standarderror.sphinxext` sets a
+#: Environment variable holding the current build's nonce: :mod:`standarderror_book.sphinxext` sets a
 #: fresh random value when a build starts, the kernels it starts inherit it, and :func:`pin`
 #: stores it with each value, so a value from an earlier execution cannot pass as a fresh one.
 NONCE_ENV = "STANDARDERROR_BUILD_NONCE"
@@ -95,7 +95,7 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 def _pinned_counts(shell) -> dict:
     """name -> times pinned in this kernel; kept on the IPython shell, not in this module, so
     that ``importlib.reload`` of this module does not reset it (the build also counts, from
-    the notebook's outputs: see :mod:`standarderror.sphinxext`)."""
+    the notebook's outputs: see :mod:`standarderror_book.sphinxext`)."""
     counts = getattr(shell, "_standarderror_pinned", None)
     if not isinstance(counts, dict):
         counts = {}

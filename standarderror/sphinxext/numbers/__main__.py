@@ -1,6 +1,0 @@
-"""``python -m standarderror.sphinxext.numbers PAGE ...``: the command line of :mod:`.cli`."""
-
-from .cli import main
-
-if __name__ == "__main__":
-    raise SystemExit(main())
