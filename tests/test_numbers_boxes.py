@@ -1,7 +1,7 @@
-"""Pins and numbers, the fourth round's remaining holes: Record boxes that hold results,
-Quoted boxes that hold our numbers in prose, pictures the build did not draw, numbers an
-output shows that the code typed, and rarer forms of showing a number. Each is refused,
-first by the rule alone (fast), then in the real build of a throwaway book (slow)."""
+"""The number scan's boxes, pictures and outputs: a Record box that holds results, a Quoted
+box that holds our numbers in prose, a picture the build did not draw, a number an output
+shows that the code typed, and rarer forms of showing a number. Each is refused, first by the
+rule alone (fast), then in the real build of a throwaway book (slow)."""
 
 import pytest
 from test_pins import PNG, _doctree, _problems, build
