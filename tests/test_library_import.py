@@ -55,7 +55,7 @@ def state():
 
 # Dependencies (numpy, scipy, torch) add warnings filters and exit handlers of their own when
 # imported: what counts is who called, so each call is recorded with its caller's file.
-OURS = os.path.join(os.getcwd(), "standarderror") + os.sep
+OURS = tuple(os.path.join(os.getcwd(), d) + os.sep for d in ("standarderror", "standarderror_book"))
 calls = []
 
 def recorded(module, name):
