@@ -6,8 +6,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from standarderror.uncertainty import conformal, exchangeability as ex
+from standarderror.uncertainty import conformal
 from standarderror.uncertainty import coverage_results as cr
+from standarderror.uncertainty import exchangeability as ex
 
 ALPHA = 0.1
 

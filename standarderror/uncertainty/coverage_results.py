@@ -22,8 +22,8 @@ from .exchangeability import (
     escalation,
     finite_sample_level,
     shuffle_groups,
-    spread_interval,
     split_coverage,
+    spread_interval,
 )
 from .set_size import by_confidence, set_summary
 
