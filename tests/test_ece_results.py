@@ -113,12 +113,12 @@ def test_debiased_is_below_the_plug_in(law):
 def test_verdicts_prefer_the_true_temperature():
     """Labels drawn at T = 1.1: on all the data every metric prefers 1.1 to 1.0 and to 1.2."""
     p, logp, y, seq = synthetic(windows=400, true_t=1.1, seed=3)
-    v = er.temperature_verdicts(logp, y, seq, T=((1.0, 1.1), (1.1, 1.2)),
+    v = er.temperature_verdicts(logp, y, seq, T=(1.0, 1.1, 1.2),
                                 windows=(2, 16, 64), draws=40, seed=0)
     for pair in v.pairs:
         assert set(v.preferred[pair].values()) == {1.1}, (pair, v.preferred[pair])
     assert v.fewest_rows == 2 * 64 and v.most_rows == 64 * 64 and v.verdict_draws == 40
-    more = er.more_verdicts(logp, y, seq, v, T=((1.0, 1.3), (1.12, 1.15)), windows=(4, 64),
+    more = er.more_verdicts(logp, y, seq, v, T=(1.0, 1.3, 1.12, 1.15), windows=(4, 64),
                             draws=40, seed=0)
     assert more.x_rows == 64 * 64
     assert more.x_ece_near == v.verdict[(1.0, 1.1)]["agreement"]["ECE"][-1]

@@ -305,12 +305,14 @@ class Verdicts:
     preferred: dict = field(repr=False)
 
 
-def temperature_verdicts(logp, y, sequence, *, T=((1.0, 1.1), (1.1, 1.2)),
+def temperature_verdicts(logp, y, sequence, *, T=(1.0, 1.1, 1.2),
                          windows=(2, 4, 8, 16, 32, 64, 128), draws: int = 500,
                          seed: int = 0) -> Verdicts:
-    """:func:`verdicts` for each pair of temperatures of ``T`` (two pairs) on subsets of each
-    number of ``windows`` (which must hold 16)."""
-    pairs, windows = tuple(T), tuple(windows)
+    """:func:`verdicts` for each of the three temperatures ``T`` against the next (two pairs)
+    on subsets of each number of ``windows`` (which must hold 16)."""
+    if len(T) != 3:
+        raise ValueError(f"T must hold three temperatures (two pairs), got {T!r}")
+    pairs, windows = tuple(zip(T[:-1], T[1:])), tuple(windows)
     verdict = {pair: verdicts(logp, y, sequence, pair, windows, draws=draws, seed=seed)
                for pair in pairs}
     preferred = {pair: {k: v["temperatures"][w] for k, (_, _, w) in v["full"].items()}
@@ -404,12 +406,15 @@ class MoreVerdicts:
     extra: dict = field(repr=False)
 
 
-def more_verdicts(logp, y, sequence, near: Verdicts, *, T=((1.0, 1.3), (1.12, 1.15)),
+def more_verdicts(logp, y, sequence, near: Verdicts, *, T=(1.0, 1.3, 1.12, 1.15),
                   windows=(4, 16, 64), draws: int = 200, seed: int = 0) -> MoreVerdicts:
-    """:func:`verdicts` for the two pairs of ``T`` on subsets of ``windows`` windows, compared
-    with the first pair of ``near`` at the largest of them."""
+    """:func:`verdicts` for the two pairs of ``T`` (its first two temperatures, and its last
+    two) on subsets of ``windows`` windows, compared with the first pair of ``near`` at the
+    largest of them."""
+    if len(T) != 4:
+        raise ValueError(f"T must hold four temperatures (two pairs), got {T!r}")
     windows = tuple(windows)
-    wide_pair, close_pair = T
+    wide_pair, close_pair = tuple(T[:2]), tuple(T[2:])
     extra = {pair: verdicts(logp, y, sequence, pair, windows, draws=draws, seed=seed)
              for pair in (wide_pair, close_pair)}
     wide, close = extra[wide_pair]["agreement"], extra[close_pair]["agreement"]
