@@ -91,8 +91,9 @@ class ExcerptRun:
     """The run on a short excerpt: its training log and its checkpoints on the test plays.
 
     ``over_chars``: characters of the excerpt; ``over_share``: their share of the committed
-    run's training text; ``over_steps``: training steps; ``over_passes``: passes over the excerpt; ``over_every``: steps
-    between the log's entries. From the log (validation plays): ``over_min_step``,
+    run's training text; ``over_steps``: training steps; ``over_passes``: passes over the
+    excerpt; ``over_every``: steps between the log's entries. From the log (validation
+    plays): ``over_min_step``,
     ``over_min_loss`` (the lowest held-out loss and its step), ``over_last_loss``,
     ``over_rise`` (last minus lowest), ``over_train_at_min``, ``over_train_last`` (training
     loss at the minimum and at the end). On the test plays: ``over_test_minimum`` (the
