@@ -68,6 +68,10 @@ def test_floor_prediction_and_data_for_floor(law, calibrated):
     assert guess.sim_15_1024 == law.rows15[1024]["mean"]
     # the same ratio of bins to predictions, the same floor
     assert guess.sim_60_4096 == pytest.approx(guess.sim_15_1024, rel=0.1)
+    ses = [r["sd"] / np.sqrt(law.floor["equal width"]["draws"]) for r in guess.cells]
+    assert guess.sim_se == max(ses)
+    assert guess.sim_z == max(abs(r["mean"] - guess.guess_1024) / e
+                              for r, e in zip(guess.cells, ses))
     conf = calibrated[0].max(axis=1)
     needed = er.data_for_floor(conf, bins=15, target=0.02, draws=20, seed=5)
     # the least n whose predicted floor a sqrt(15/n) reaches the target

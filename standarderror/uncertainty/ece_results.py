@@ -334,13 +334,15 @@ def temperature_verdicts(logp, y, sequence, *, T=(1.0, 1.1, 1.2),
 class FloorPrediction:
     """The floor predicted by :func:`floor_law`'s equal-width constant for 15 bins on 1,024
     predictions (``guess_1024``), beside the simulated means with 15 bins on 1,024
-    (``sim_15_1024``) and 60 bins on 4,096 (``sim_60_4096``), and the larger Monte Carlo
-    standard error of the two (``sim_se``). ``cells`` are the two simulated rows."""
+    (``sim_15_1024``) and 60 bins on 4,096 (``sim_60_4096``), the larger Monte Carlo
+    standard error of the two (``sim_se``), and the larger distance of the two from the
+    prediction in its own standard errors (``sim_z``). ``cells`` are the two simulated rows."""
 
     guess_1024: float
     sim_15_1024: float
     sim_60_4096: float
     sim_se: float
+    sim_z: float
     cells: list = field(repr=False)
 
 
@@ -350,9 +352,11 @@ def floor_prediction(floor: FloorLaw) -> FloorPrediction:
     by_cell = {(r["bins"], r["n"]): r["mean"] for r in width["rows"]}
     guess = floor.fits["equal width"]["constant"] * np.sqrt(15 / 1024)
     cells = [r for r in width["rows"] if (r["bins"], r["n"]) in ((15, 1024), (60, 4096))]
-    se = max(r["sd"] for r in cells) / np.sqrt(width["draws"])
+    ses = [r["sd"] / np.sqrt(width["draws"]) for r in cells]
+    z = max(abs(r["mean"] - guess) / e for r, e in zip(cells, ses))
     return FloorPrediction(guess_1024=guess, sim_15_1024=by_cell[15, 1024],
-                           sim_60_4096=by_cell[60, 4096], sim_se=se, cells=cells)
+                           sim_60_4096=by_cell[60, 4096], sim_se=max(ses), sim_z=float(z),
+                           cells=cells)
 
 
 @dataclass(frozen=True)
