@@ -23,6 +23,8 @@ METRICS = ("standarderror._checks", "standarderror._parallel", "standarderror._p
            "standarderror.uncertainty.conformal", "standarderror.uncertainty.set_size",
            "standarderror.uncertainty.set_size_demo",
            "standarderror.uncertainty.exchangeability", "standarderror.uncertainty.training",
+           "standarderror.uncertainty.coverage_results", "standarderror.uncertainty.ece_results",
+           "standarderror.uncertainty.scaling_results",
            "standarderror.spectral", "standarderror.spectral._gram",
            "standarderror.spectral.scores", "standarderror.spectral.authors",
            "standarderror.spectral.clusters", "standarderror.spectral.targets",
