@@ -204,34 +204,20 @@ def spectral_run(spec: dict) -> SpectralRun:
 
 
 @dataclass(frozen=True)
-class SubwordModel:
-    """The random Llama against the tiny model: its parameters and vocabulary
-    (``llama_params``, ``llama_vocab``), the tiny model's vocabulary (``tiny_vocab``), the
-    share of options of more than one token (``multi``) and the options with a token across
-    the context's boundary (``merged``)."""
+class SubwordRun:
+    """The random Llama against the tiny model. Sizes: the Llama's parameters and vocabulary
+    (``llama_params``, ``llama_vocab``) and the tiny model's vocabulary (``tiny_vocab``). Its
+    conformal run: the share of options of more than one token (``multi``) and the options with
+    a token across the context's boundary (``merged``). Its calibration run: bits per byte
+    (``l_bpb``) and its interval (``l_bpb_lo``, ``l_bpb_hi``) on ``l_rows`` predictions, bytes
+    per token (``l_bytes``), and the NLL per token on the first and the last band of positions
+    (``l_first``, ``l_last``)."""
 
     llama_params: int
     llama_vocab: int
     tiny_vocab: int
     multi: float
     merged: int
-
-
-def subword_model(llama, tiny_model, conf: dict) -> SubwordModel:
-    """The sizes of the two models and the options of ``conf`` (the Llama's conformal run)."""
-    return SubwordModel(llama_params=llama.parameters, llama_vocab=llama.vocab_size,
-                        tiny_vocab=tiny_model.vocab_size,
-                        multi=conf["option_tokens"]["multi_token_share"],
-                        merged=conf["merged"])
-
-
-@dataclass(frozen=True)
-class SubwordCalibration:
-    """The random Llama's calibration run: bits per byte (``l_bpb``) and its interval
-    (``l_bpb_lo``, ``l_bpb_hi``) on ``l_rows`` predictions, bytes per token (``l_bytes``),
-    and the NLL per token on the first and the last band of positions (``l_first``,
-    ``l_last``)."""
-
     l_bpb: float
     l_bpb_lo: float
     l_bpb_hi: float
@@ -241,13 +227,16 @@ class SubwordCalibration:
     l_rows: int
 
 
-def subword_calibration(cal: dict) -> SubwordCalibration:
-    """Read the Llama's :func:`~standarderror.experiments.measure.calibration` result."""
+def subword_run(llama, tiny_model, conf: dict, cal: dict) -> SubwordRun:
+    """The sizes of the two models, the options of ``conf`` (the Llama's conformal run) and
+    the per-byte loss and bands of ``cal`` (its calibration run)."""
     pb, bands = cal["per_byte"], cal["positions"]
-    return SubwordCalibration(
-        l_bpb=pb["bits_per_byte"], l_bpb_lo=pb["interval"][0], l_bpb_hi=pb["interval"][1],
-        l_bytes=pb["bytes"] / cal["rows"], l_first=bands[0]["nll"], l_last=bands[-1]["nll"],
-        l_rows=cal["rows"])
+    return SubwordRun(
+        llama_params=llama.parameters, llama_vocab=llama.vocab_size,
+        tiny_vocab=tiny_model.vocab_size, multi=conf["option_tokens"]["multi_token_share"],
+        merged=conf["merged"], l_bpb=pb["bits_per_byte"], l_bpb_lo=pb["interval"][0],
+        l_bpb_hi=pb["interval"][1], l_bytes=pb["bytes"] / cal["rows"],
+        l_first=bands[0]["nll"], l_last=bands[-1]["nll"], l_rows=cal["rows"])
 
 
 class Counting(interface.HFModel):
