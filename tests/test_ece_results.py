@@ -122,7 +122,7 @@ def test_verdicts_prefer_the_true_temperature():
     for pair in v.pairs:
         assert set(v.preferred[pair].values()) == {1.1}, (pair, v.preferred[pair])
     assert v.fewest_rows == 2 * 64 and v.most_rows == 64 * 64 and v.verdict_draws == 40
-    more = er.more_verdicts(logp, y, seq, v, T=(1.0, 1.3, 1.12, 1.15), windows=(4, 64),
+    more = er.more_verdicts(logp, y, seq, v, T=((1.0, 1.3), (1.12, 1.15)), windows=(4, 64),
                             draws=40, seed=0)
     assert more.x_rows == 64 * 64
     assert more.x_ece_near == v.verdict[(1.0, 1.1)]["agreement"]["ECE"][-1]

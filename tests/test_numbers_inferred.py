@@ -17,6 +17,7 @@ K, D = 3, len(x)                   # D is computed: declares nothing
 size = 16
 size = len(x)                      # bound to something computed too: declares nothing
 sets = cv.conformal_sets(scores, alpha=0.1, seed=0, temperatures=(0.5, 2.0))
+pairs = compare(T=((1.0, 1.3), (1.12, 1.15)), draws=(200, len(x)))  # draws: one is computed
 acc = float(np.mean(ok))           # computed
 plt.plot(x, y, alpha=0.5, lw=2)    # style: declares nothing
 np.quantile(x, 0.9)                # by position: declares nothing
@@ -43,6 +44,8 @@ def test_names_and_named_arguments_declare_their_literals_beside_the_name():
     assert {"bins = 15", "15 bins", "alpha = 0.1", "seed 0", "seed = 0",
             "temperatures = 0.5", "temperatures 2"} <= phrases
     assert {"B = 8", "C = 5", "K = 3"} <= phrases
+    assert {"T = 1.0", "T = 1.3", "T = 1.12", "T = 1.15"} <= phrases
+    assert not any("200" in p for p in phrases)
     assert not any(p.startswith("D") for p in phrases)
     assert not any("16" in p for p in phrases)            # size is bound to len(x) too
     assert not any(p.startswith(("lw", "0.5 alpha", "alpha = 0.5")) for p in phrases)

@@ -52,9 +52,8 @@ def cal(gpt2):
 
 def test_export_agrees_and_the_near_miss_does_not(native, gpt2, gpt2_dir, x):
     assert omr.largest_gap(native, gpt2, x) < 1e-5
-    near = omr.near_miss(native, gpt2_dir, x, tolerance=1e-5)
-    assert near.wrong_gap > 100 * 1e-5
-    assert near.wrong_ratio == near.wrong_gap / 1e-5
+    near = omr.near_miss(native, gpt2_dir, x)
+    assert near.wrong_gap > 1000 * omr.largest_gap(native, gpt2, x)   # the prose: thousands of times
     assert (gpt2_dir.parent / "wrong-gelu" / "config.json").exists()
 
 

@@ -410,15 +410,15 @@ class MoreVerdicts:
     extra: dict = field(repr=False)
 
 
-def more_verdicts(logp, y, sequence, near: Verdicts, *, T=(1.0, 1.3, 1.12, 1.15),
+def more_verdicts(logp, y, sequence, near: Verdicts, *, T=((1.0, 1.3), (1.12, 1.15)),
                   windows=(4, 16, 64), draws: int = 200, seed: int = 0) -> MoreVerdicts:
-    """:func:`verdicts` for the two pairs of ``T`` (its first two temperatures, and its last
-    two) on subsets of ``windows`` windows, compared with the first pair of ``near`` at the
+    """:func:`verdicts` for the two pairs of temperatures ``T`` (a wide pair, then a close
+    one) on subsets of ``windows`` windows, compared with the first pair of ``near`` at the
     largest of them."""
-    if len(T) != 4:
-        raise ValueError(f"T must hold four temperatures (two pairs), got {T!r}")
+    if len(T) != 2 or any(len(pair) != 2 for pair in T):
+        raise ValueError(f"T must hold two pairs of temperatures, got {T!r}")
     windows = tuple(windows)
-    wide_pair, close_pair = tuple(T[:2]), tuple(T[2:])
+    wide_pair, close_pair = (tuple(pair) for pair in T)
     extra = {pair: verdicts(logp, y, sequence, pair, windows, draws=draws, seed=seed)
              for pair in (wide_pair, close_pair)}
     wide, close = extra[wide_pair]["agreement"], extra[close_pair]["agreement"]

@@ -477,7 +477,7 @@ def inferred_settings(sources: list[str]) -> list[str]:
     """The setting phrases a page's code declares by itself: for every numeric literal the
     code binds to a name (``bins = 15``, ``B, C = 8, 5``; the name bound to nothing else) or
     passes as a named argument (``seed=0``, ``alpha=0.1``; a literal in a tuple or list counts,
-    each element),
+    each element, in nested ones too),
     the phrases that put that name beside that value in the prose (:func:`_phrases_for`).
 
     What this cannot declare, by construction: a number the code computes (it is no literal);
@@ -493,9 +493,9 @@ def inferred_settings(sources: list[str]) -> list[str]:
     bound = bindings(trees)
 
     def literals_of(node) -> list[tuple[float, str]]:
-        if isinstance(node, (ast.Tuple, ast.List)):
-            out = [lit for elt in node.elts for lit in literals_of(elt)]
-            return out if len(out) == len(node.elts) else []
+        if isinstance(node, (ast.Tuple, ast.List)):      # nested ones too: ((1.0, 1.3), ...)
+            parts = [literals_of(elt) for elt in node.elts]
+            return [lit for part in parts for lit in part] if parts and all(parts) else []
         sign = ""
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             node, sign = node.operand, "-"
