@@ -285,9 +285,13 @@ class ArithmeticComparison:
     curves: dict = field(repr=False)
 
 
-def arithmetic_comparison(splits: dict, temperatures) -> ArithmeticComparison:
+def arithmetic_comparison(splits: dict, temperatures, *,
+                          meet_below: float | None = None) -> ArithmeticComparison:
     """Both arithmetics on each split of ``splits`` (``{name: (answers, targets)}``, the
-    development split first, then the test split)."""
+    development split first, then the test split). With ``meet_below``, the authors'-way
+    continuous fit on the development split must have risk minus average entropy below it in
+    absolute value (where the floor does not bind, the exponential-family identity makes them
+    equal at an interior minimum), or a ValueError says by how much it is not."""
     ag = AUTHORS_GRID
     fits, curves = {}, {}
     for s, (a_, y_) in splits.items():
@@ -297,6 +301,10 @@ def arithmetic_comparison(splits: dict, temperatures) -> ArithmeticComparison:
                                                         grid="continuous")
             curves[s, ar] = risk_curve(a_, y_, temperatures, arithmetic=ar)
     dv, te = splits
+    fa = fits[dv, "authors", "c"]
+    if meet_below is not None and not abs(fa["risk"] - fa["entropy"]) < meet_below:
+        raise ValueError(f"the authors'-way fit on {dv!r}: risk - entropy = "
+                         f"{fa['risk'] - fa['entropy']:.3g}, not below {meet_below:g}")
     eps3 = {s: fit_spectral_temperature(a_, y_, eps=1e-3, arithmetic="authors")
             for s, (a_, y_) in splits.items()}  # the same decompositions, another floor
     return ArithmeticComparison(
@@ -338,12 +346,18 @@ class NullSpaceComparison:
     shares: dict = field(repr=False)
 
 
-def null_space_comparison(answers, targets) -> NullSpaceComparison:
-    """:func:`fit_spectral_temperature` and :func:`null_share` under each variation."""
+def null_space_comparison(answers, targets, *,
+                          float64_below: float | None = None) -> NullSpaceComparison:
+    """:func:`fit_spectral_temperature` and :func:`null_share` under each variation. With
+    ``float64_below``, the mean share of ``"float64-abs"`` at T = 2 must lie below it, or a
+    ValueError says it does not."""
     fits = {ar: fit_spectral_temperature(answers, targets, arithmetic=ar)["temperature"]
             for ar in HALVES}
     null = {(ar, t): null_share(answers, t, arithmetic=ar).mean() for t in (2.0, 5.0)
             for ar in ("authors",) + HALVES}
+    if float64_below is not None and not null["float64-abs", 2.0] < float64_below:
+        raise ValueError(f"the float64 null-space share at T = 2 is {null['float64-abs', 2.0]:.3g}"
+                         f", not below {float64_below:g}")
     return NullSpaceComparison(
         t_f64abs=fits["float64-abs"], t_f32clip=fits["float32-clip"],
         t_f64clip=fits["float64-clip"], null_auth_2=null["authors", 2.0],
@@ -680,3 +694,85 @@ def sampling_baseline_gaps(answers, targets, resampled, resampled_targets, tempe
     return SamplingBaselineGaps(
         ece_sub_05=e_0, ece_sub_tstar=e_b, ece_sub_ts=e_ts, lamb_up_lo=up.min(),
         lamb_up_hi=up.max(), ts_down_lo=down.min(), ts_down_hi=down.max())
+
+
+@dataclass(frozen=True)
+class FloorRefit:
+    """The exact fit with another floor ``eps`` (the exercise's :math:`10^{-3}`): the fitted
+    temperature (``t_fit_eps3``) and risk minus average entropy there (``gap_eps3``). ``fit``
+    is :func:`fit_spectral_temperature`'s dict."""
+
+    t_fit_eps3: float
+    gap_eps3: float
+    fit: dict = field(repr=False)
+
+
+def floor_refit(answers, targets, *, eps: float = 1e-3) -> FloorRefit:
+    """:func:`fit_spectral_temperature` with the floor ``eps``, in exact arithmetic."""
+    f = fit_spectral_temperature(answers, targets, eps=eps)
+    return FloorRefit(t_fit_eps3=f["temperature"], gap_eps3=f["risk"] - f["entropy"], fit=f)
+
+
+#: The clusters per bin that :func:`cluster_counts` compares (its fields' suffixes).
+CLUSTER_COUNTS = (2, 20)
+
+
+@dataclass(frozen=True)
+class ClusterCounts:
+    """The clustered diagram at two cluster counts per bin, :data:`CLUSTER_COUNTS`: its gap
+    (``ece_c*``), the bins whose target exceeds the prediction (``under_c*``), the mean of
+    target minus prediction over the bins (``mean_gap_c*``), and that difference in the top
+    bin at the larger count (``top_gap_c20``). ``ece`` maps each count to the gap, ``gaps``
+    each count to target minus prediction per bin."""
+
+    ece_c2: float
+    ece_c20: float
+    under_c2: int
+    under_c20: int
+    mean_gap_c2: float
+    mean_gap_c20: float
+    top_gap_c20: float
+    ece: dict = field(repr=False)
+    gaps: dict = field(repr=False)
+
+
+def cluster_counts(answers, targets, temperature: float = 1.0) -> ClusterCounts:
+    """:func:`reliability` at ``temperature`` with each count of :data:`CLUSTER_COUNTS`."""
+    rel = {c: reliability(answers, targets, temperature, clusters=c) for c in CLUSTER_COUNTS}
+    ece = {c: r["ece"] for c, r in rel.items()}
+    gaps = {c: r["target"] - r["predicted"] for c, r in rel.items()}
+    under = {c: int(np.sum(g > 0)) for c, g in gaps.items()}  # bins with target above
+    mean_gap = {c: g.mean() for c, g in gaps.items()}
+    few, many = CLUSTER_COUNTS
+    return ClusterCounts(
+        ece_c2=ece[few], ece_c20=ece[many], under_c2=under[few], under_c20=under[many],
+        mean_gap_c2=mean_gap[few], mean_gap_c20=mean_gap[many], top_gap_c20=gaps[many][-1],
+        ece=ece, gaps=gaps)
+
+
+@dataclass(frozen=True)
+class EntropyRiskIdentity:
+    """Both sides of :math:`R - \\bar H = \\beta R'(\\beta)` under the authors' arithmetic at
+    one temperature: risk minus average entropy (``identity_lhs``) and :math:`\\beta` times a
+    central difference of the risk in :math:`\\beta = 1/T` (``identity_rhs``)."""
+
+    identity_lhs: float
+    identity_rhs: float
+
+
+def entropy_risk_identity(answers, targets, temperature: float = 2.0, *, step: float = 1e-4,
+                          tolerance: float | None = None) -> EntropyRiskIdentity:
+    """Both sides at ``temperature``, the derivative a central difference of half-width
+    ``step`` in :math:`\\beta`. With ``tolerance``, the sides must differ by less than it, or a
+    ValueError says by how much they do."""
+    beta = 1 / temperature
+
+    def r_auth(b):  # the risk at T = 1 / b, the authors' way
+        return risk(answers, targets, 1 / b, arithmetic="authors")
+
+    lhs = r_auth(beta) - entropy(answers, temperature, arithmetic="authors").mean()
+    rhs = beta * (r_auth(beta + step) - r_auth(beta - step)) / (2 * step)
+    if tolerance is not None and not abs(lhs - rhs) < tolerance:
+        raise ValueError(f"risk - entropy = {lhs:.6g} and beta R'(beta) = {rhs:.6g} differ by "
+                         f"{abs(lhs - rhs):.3g}, not less than {tolerance:g}")
+    return EntropyRiskIdentity(identity_lhs=lhs, identity_rhs=rhs)
