@@ -106,6 +106,8 @@ def test_temperature_intervals_match_temperature_interval(splits):
     assert r.intervals["test", 20]["temperature"] == r.t_test_m20
     with pytest.raises(ValueError):
         sp.temperature_intervals(ad, yd, a[:, :10], y)
+    with pytest.raises(ValueError):  # the fields are named for (100, 20, 10, 5)
+        sp.temperature_intervals(ad, yd, a, y, m=(100, 20, 10))
 
 
 def test_auroc_comparison_matches_auroc(splits):
@@ -119,6 +121,13 @@ def test_auroc_comparison_matches_auroc(splits):
                             seed=1)
     assert (r.dauc_ent_kle, r.dauc_ent_kle_lo, r.dauc_ent_kle_hi) == (d["difference"], d["low"],
                                                                       d["high"])
+    fewer = sp.auroc_comparison(a, correct, 0.8, texts, seed=1, draws=5, paired_draws=50)
+    assert fewer.auc_lmax == r.auc_lmax  # the draws move the spreads, not the AUROC
+    d = sp.auroc_difference(r.scores["λmax"], r.scores["−kernel language entropy"], correct,
+                            bootstrap=50, seed=1)
+    assert (fewer.dauc_lmax_kle_lo, fewer.dauc_lmax_kle_hi) == (d["low"], d["high"])
+    assert fewer.aurocs["λmax"]["se"] == sp.auroc(r.scores["λmax"], correct, bootstrap=5,
+                                                  seed=1)["se"]
 
 
 def test_floor_term_accounts_for_the_exact_gap(splits):
@@ -167,7 +176,7 @@ def test_sampling_temperature_search_picks_the_lowest_ece():
     correct = rng.random(40) < 0.4
     r = sp.sampling_temperature_search(answers, correct, grid, seed=0, resamples=20)
     assert r.t_star == grid[np.argmin(r.ece)] and r.lamb_ece_min == r.ece.min()
-    assert (r.lamb_lo, r.lamb_hi, r.lamb_n_ok) == (0.5, 2.0, correct.sum())
+    assert (r.lamb_lo, r.lamb_hi, r.lamb_n_ok, r.lamb_n) == (0.5, 2.0, correct.sum(), 3)
     assert r.t_star_lo <= r.t_star_hi
 
 

@@ -61,20 +61,23 @@ class TemperatureIntervals:
     intervals: dict = field(repr=False)
 
 
-def temperature_intervals(dev_answers, dev_targets, answers, targets, *, seed: int = 0,
-                          level: float = 0.95) -> TemperatureIntervals:
-    """:func:`temperature_interval` on the first ``m`` development answers for each ``m`` of
-    :data:`INTERVAL_SIZES`, and on the test split (which must have 20 answers per question)."""
+def temperature_intervals(dev_answers, dev_targets, answers, targets, *, m=INTERVAL_SIZES,
+                          seed: int = 0, level: float = 0.95) -> TemperatureIntervals:
+    """:func:`temperature_interval` on the first ``k`` development answers for each ``k`` of
+    ``m`` (the fields are named for :data:`INTERVAL_SIZES`, its only accepted value), and on the
+    test split (which must have 20 answers per question)."""
+    if tuple(m) != INTERVAL_SIZES:
+        raise ValueError(f"m must be {INTERVAL_SIZES}, the sizes the fields are named for, got {m}")
     if np.shape(answers)[1] != 20:
         raise ValueError(f"the test split must have 20 answers per question, got {np.shape(answers)[1]}")
     t_m = {}
-    for m in INTERVAL_SIZES:
-        t_m["development", m] = temperature_interval(dev_answers[:, :m], dev_targets, seed=seed,
+    for k in m:
+        t_m["development", k] = temperature_interval(dev_answers[:, :k], dev_targets, seed=seed,
                                                      level=level)
     t_m["test", 20] = temperature_interval(answers, targets, seed=seed, level=level)
     values = {}
-    for (split, m), r in t_m.items():
-        key = f"t_{'dev' if split == 'development' else 'test'}_m{m}"
+    for (split, k), r in t_m.items():
+        key = f"t_{'dev' if split == 'development' else 'test'}_m{k}"
         values.update({key: r["temperature"], f"{key}_lo": r["low"], f"{key}_hi": r["high"]})
     return TemperatureIntervals(**values, intervals=t_m)
 
@@ -125,12 +128,13 @@ class AurocComparison:
 
 
 def auroc_comparison(answers, correct, temperature: float, texts, *, seed: int = 0,
-                     level: float = 0.95, bootstrap: int = 20,
+                     level: float = 0.95, draws: int = 20, paired_draws: int = 1000,
                      threshold: float = 0.9) -> AurocComparison:
     """The AUROC of :math:`\\lambda_{\\max}` and of the negated entropy at T = 1 and at
     ``temperature``, of negated semantic entropy (cosine ``threshold``) and of negated kernel
-    language entropy, each with ``bootstrap`` draws; and the paired difference of each pair of
-    :data:`AUROC_PAIRS` (``auroc_difference``). ``texts`` are the answers as strings, one
+    language entropy, each with ``draws`` bootstrap draws for its standard deviation; and the
+    paired difference of each pair of :data:`AUROC_PAIRS` (``auroc_difference``, with
+    ``paired_draws`` draws of the questions). ``texts`` are the answers as strings, one
     sequence per question."""
     t = temperature
     short = ("lmax", "lmax_fit", "ent", "ent_fit", "se", "kle")
@@ -142,13 +146,14 @@ def auroc_comparison(answers, correct, temperature: float, texts, *, seed: int =
         "−semantic entropy": -semantic_entropy(answers, threshold=threshold)["entropy"],
         "−kernel language entropy": -kernel_language_entropy(answers),
     }
-    aucs = {k: auroc(v, correct, bootstrap=bootstrap, seed=seed) for k, v in scores.items()}
+    aucs = {k: auroc(v, correct, bootstrap=draws, seed=seed) for k, v in scores.items()}
     name = dict(zip(short, scores))
     values = {f"auc_{s}": aucs[name[s]]["auroc"] for s in short}
     values["auc_se_bar"] = max(a["se"] for a in aucs.values())
     values["one_word_questions"] = sum(len(set(a)) == 1 for a in texts)
     for k, (a, b) in AUROC_PAIRS.items():
-        r = auroc_difference(scores[name[a]], scores[name[b]], correct, seed=seed, level=level)
+        r = auroc_difference(scores[name[a]], scores[name[b]], correct, bootstrap=paired_draws,
+                             seed=seed, level=level)
         values.update({f"dauc_{k}": r["difference"], f"dauc_{k}_lo": r["low"],
                        f"dauc_{k}_hi": r["high"]})
     return AurocComparison(**values, scores=scores, aurocs=aucs)
@@ -621,7 +626,7 @@ class SamplingTemperatureSearch:
     equal-width bins, questions whose answers all agree left out), with the range of the
     central ``level`` interval of the choice over bootstrap resamples of the questions; the
     ECE at the choice, at the top of the grid and at the grid point nearest 0.5; the right
-    answers; and the grid's ends. ``ece`` is the ECE at each grid temperature."""
+    answers; and the grid's size and ends. ``ece`` is the ECE at each grid temperature."""
 
     t_star: float
     t_star_lo: float
@@ -630,6 +635,7 @@ class SamplingTemperatureSearch:
     lamb_ece_3: float
     lamb_ece_05: float
     lamb_n_ok: int
+    lamb_n: int
     lamb_lo: float
     lamb_hi: float
     ece: np.ndarray = field(repr=False)
@@ -660,7 +666,7 @@ def sampling_temperature_search(answers_by_temperature, correct, grid, *, seed: 
         t_star_hi=np.quantile(boot, 1 - q, method="inverted_cdf"),
         lamb_ece_min=curve.min(), lamb_ece_3=curve[-1],
         lamb_ece_05=curve[np.argmin(np.abs(grid - 0.5))], lamb_n_ok=int(ok.sum()),
-        lamb_lo=grid[0], lamb_hi=grid[-1], ece=curve)
+        lamb_n=len(grid), lamb_lo=grid[0], lamb_hi=grid[-1], ece=curve)
 
 
 @dataclass(frozen=True)
