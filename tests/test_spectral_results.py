@@ -106,6 +106,8 @@ def test_temperature_intervals_match_temperature_interval(splits):
     assert r.intervals["test", 20]["temperature"] == r.t_test_m20
     with pytest.raises(ValueError):
         sp.temperature_intervals(ad, yd, a[:, :10], y)
+    with pytest.raises(ValueError):  # the fields are named for (100, 20, 10, 5)
+        sp.temperature_intervals(ad, yd, a, y, m=(100, 20, 10))
 
 
 def test_auroc_comparison_matches_auroc(splits):
@@ -119,6 +121,13 @@ def test_auroc_comparison_matches_auroc(splits):
                             seed=1)
     assert (r.dauc_ent_kle, r.dauc_ent_kle_lo, r.dauc_ent_kle_hi) == (d["difference"], d["low"],
                                                                       d["high"])
+    fewer = sp.auroc_comparison(a, correct, 0.8, texts, seed=1, draws=5, paired_draws=50)
+    assert fewer.auc_lmax == r.auc_lmax  # the draws move the spreads, not the AUROC
+    d = sp.auroc_difference(r.scores["λmax"], r.scores["−kernel language entropy"], correct,
+                            bootstrap=50, seed=1)
+    assert (fewer.dauc_lmax_kle_lo, fewer.dauc_lmax_kle_hi) == (d["low"], d["high"])
+    assert fewer.aurocs["λmax"]["se"] == sp.auroc(r.scores["λmax"], correct, bootstrap=5,
+                                                  seed=1)["se"]
 
 
 def test_floor_term_accounts_for_the_exact_gap(splits):
@@ -167,7 +176,7 @@ def test_sampling_temperature_search_picks_the_lowest_ece():
     correct = rng.random(40) < 0.4
     r = sp.sampling_temperature_search(answers, correct, grid, seed=0, resamples=20)
     assert r.t_star == grid[np.argmin(r.ece)] and r.lamb_ece_min == r.ece.min()
-    assert (r.lamb_lo, r.lamb_hi, r.lamb_n_ok) == (0.5, 2.0, correct.sum())
+    assert (r.lamb_lo, r.lamb_hi, r.lamb_n_ok, r.lamb_n) == (0.5, 2.0, correct.sum(), 3)
     assert r.t_star_lo <= r.t_star_hi
 
 
@@ -179,3 +188,86 @@ def test_sampling_baseline_gaps_match_reliability():
     r = sp.sampling_baseline_gaps(a, y, b, y, 0.8, halves_seed=1)
     assert r.ece_sub_ts == sp.reliability(a, y, 0.8)["ece"]
     assert r.lamb_up_lo <= r.lamb_up_hi and r.ts_down_lo <= r.ts_down_hi
+
+
+def test_floor_refit_is_the_exact_fit_with_another_floor(splits):
+    (ad, yd), _ = splits
+    ad = ad[:, :20]  # 20 answers in 40 dimensions: targets leave the span
+    r = sp.floor_refit(ad, yd, eps=1e-3)
+    f = sp.fit_spectral_temperature(ad, yd, eps=1e-3)
+    assert r.t_fit_eps3 == f["temperature"] and r.gap_eps3 == f["risk"] - f["entropy"]
+    # exactly, the floor adds q (-log eps) at every T: a larger floor leaves the fit alone
+    # and shrinks the gap between risk and entropy
+    base = sp.fit_spectral_temperature(ad, yd)
+    assert r.t_fit_eps3 == pytest.approx(base["temperature"], rel=1e-3)
+    assert r.gap_eps3 < base["risk"] - base["entropy"]
+
+
+def test_cluster_counts_read_both_diagrams():
+    rng = np.random.default_rng(12)  # eight bins of 25: room for 20 clusters in each
+    centres = unit(rng.normal(size=(4, 12)))
+    pick = rng.integers(0, 4, size=(200, 6))
+    a = unit(centres[pick] + 0.4 * rng.normal(size=(200, 6, 12)))
+    y = unit(centres[pick[:, 0]] + 0.4 * rng.normal(size=(200, 12)))
+    r = sp.cluster_counts(a, y, 1.0)
+    assert tuple(r.ece) == sp.comparisons.CLUSTER_COUNTS == (2, 20)
+    for c, ece, under, mean in ((2, r.ece_c2, r.under_c2, r.mean_gap_c2),
+                                (20, r.ece_c20, r.under_c20, r.mean_gap_c20)):
+        d = sp.reliability(a, y, 1.0, clusters=c)
+        gap = d["target"] - d["predicted"]
+        assert ece == d["ece"] and under == np.sum(gap > 0) and mean == gap.mean()
+    assert r.top_gap_c20 == r.gaps[20][-1]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.ece_c2 = 0.0
+
+
+def test_cluster_counts_smaller_clusters_raise_the_targets():
+    # a cluster of k targets has lambda_max >= 1/k: ten times more clusters per bin cannot
+    # lower the mean target on answers with no structure
+    rng = np.random.default_rng(11)
+    a = unit(rng.normal(size=(160, 5, 16)))
+    y = unit(rng.normal(size=(160, 16)))
+    r = sp.cluster_counts(a, y, 1.0)
+    assert r.mean_gap_c20 > r.mean_gap_c2
+
+
+def test_entropy_risk_identity_holds_the_authors_way(data):
+    a, y = data
+    r = sp.entropy_risk_identity(a, y, 2.0, step=1e-4, tolerance=1e-6)
+    lhs = sp.risk(a, y, 2.0, arithmetic="authors") - sp.entropy(a, 2.0,
+                                                                 arithmetic="authors").mean()
+    assert r.identity_lhs == lhs
+    assert abs(r.identity_lhs - r.identity_rhs) < 1e-6
+    with pytest.raises(ValueError):  # the check can fail: no two numbers differ by under 0
+        sp.entropy_risk_identity(a, y, 2.0, tolerance=0.0)
+
+
+def test_entropy_risk_identity_fails_exactly(data):
+    # in exact arithmetic the floor charges the null space at every T: the sides differ
+    a, y = data
+    lhs = sp.risk(a, y, 2.0) - sp.entropy(a, 2.0).mean()
+    h = 1e-4
+    rhs = 0.5 * (sp.risk(a, y, 1 / (0.5 + h)) - sp.risk(a, y, 1 / (0.5 - h))) / (2 * h)
+    assert abs(lhs - rhs) > 1
+
+
+def test_float64_null_share_is_small_and_checked(splits):
+    (ad, yd), _ = splits
+    ns = sp.null_space_comparison(ad[:, :20], yd, float64_below=0.001)
+    assert ns.shares["float64-abs", 2.0] < 0.001  # float64 round-off, to the power 1/2
+    assert ns.shares["float64-abs", 2.0] < ns.shares["float32-clip", 2.0]
+    with pytest.raises(ValueError):
+        sp.null_space_comparison(ad[:, :20], yd, float64_below=0.0)
+
+
+def test_authors_risk_meets_entropy_at_their_continuous_fit(splits):
+    (ad, yd), (a, y) = splits
+    # 100 answers span all 40 dimensions: every scaled eigenvalue stays above the floor, and
+    # the fit is interior, where the exponential-family identity makes risk equal entropy
+    ts = TS[::8]
+    r = sp.arithmetic_comparison({"dev": (ad, yd), "test": (a, y)}, ts, meet_below=1e-4)
+    fa = r.fits["dev", "authors", "c"]
+    assert not fa["at_bound"] and abs(fa["risk"] - fa["entropy"]) < 1e-4
+    with pytest.raises(ValueError):  # 20 answers: the floor binds and the fit runs to a bound
+        sp.arithmetic_comparison({"dev": (ad[:, :20], yd), "test": (a, y)}, ts,
+                                 meet_below=1e-4)

@@ -61,20 +61,23 @@ class TemperatureIntervals:
     intervals: dict = field(repr=False)
 
 
-def temperature_intervals(dev_answers, dev_targets, answers, targets, *, seed: int = 0,
-                          level: float = 0.95) -> TemperatureIntervals:
-    """:func:`temperature_interval` on the first ``m`` development answers for each ``m`` of
-    :data:`INTERVAL_SIZES`, and on the test split (which must have 20 answers per question)."""
+def temperature_intervals(dev_answers, dev_targets, answers, targets, *, m=INTERVAL_SIZES,
+                          seed: int = 0, level: float = 0.95) -> TemperatureIntervals:
+    """:func:`temperature_interval` on the first ``k`` development answers for each ``k`` of
+    ``m`` (the fields are named for :data:`INTERVAL_SIZES`, its only accepted value), and on the
+    test split (which must have 20 answers per question)."""
+    if tuple(m) != INTERVAL_SIZES:
+        raise ValueError(f"m must be {INTERVAL_SIZES}, the sizes the fields are named for, got {m}")
     if np.shape(answers)[1] != 20:
         raise ValueError(f"the test split must have 20 answers per question, got {np.shape(answers)[1]}")
     t_m = {}
-    for m in INTERVAL_SIZES:
-        t_m["development", m] = temperature_interval(dev_answers[:, :m], dev_targets, seed=seed,
+    for k in m:
+        t_m["development", k] = temperature_interval(dev_answers[:, :k], dev_targets, seed=seed,
                                                      level=level)
     t_m["test", 20] = temperature_interval(answers, targets, seed=seed, level=level)
     values = {}
-    for (split, m), r in t_m.items():
-        key = f"t_{'dev' if split == 'development' else 'test'}_m{m}"
+    for (split, k), r in t_m.items():
+        key = f"t_{'dev' if split == 'development' else 'test'}_m{k}"
         values.update({key: r["temperature"], f"{key}_lo": r["low"], f"{key}_hi": r["high"]})
     return TemperatureIntervals(**values, intervals=t_m)
 
@@ -125,12 +128,13 @@ class AurocComparison:
 
 
 def auroc_comparison(answers, correct, temperature: float, texts, *, seed: int = 0,
-                     level: float = 0.95, bootstrap: int = 20,
+                     level: float = 0.95, draws: int = 20, paired_draws: int = 1000,
                      threshold: float = 0.9) -> AurocComparison:
     """The AUROC of :math:`\\lambda_{\\max}` and of the negated entropy at T = 1 and at
     ``temperature``, of negated semantic entropy (cosine ``threshold``) and of negated kernel
-    language entropy, each with ``bootstrap`` draws; and the paired difference of each pair of
-    :data:`AUROC_PAIRS` (``auroc_difference``). ``texts`` are the answers as strings, one
+    language entropy, each with ``draws`` bootstrap draws for its standard deviation; and the
+    paired difference of each pair of :data:`AUROC_PAIRS` (``auroc_difference``, with
+    ``paired_draws`` draws of the questions). ``texts`` are the answers as strings, one
     sequence per question."""
     t = temperature
     short = ("lmax", "lmax_fit", "ent", "ent_fit", "se", "kle")
@@ -142,13 +146,14 @@ def auroc_comparison(answers, correct, temperature: float, texts, *, seed: int =
         "−semantic entropy": -semantic_entropy(answers, threshold=threshold)["entropy"],
         "−kernel language entropy": -kernel_language_entropy(answers),
     }
-    aucs = {k: auroc(v, correct, bootstrap=bootstrap, seed=seed) for k, v in scores.items()}
+    aucs = {k: auroc(v, correct, bootstrap=draws, seed=seed) for k, v in scores.items()}
     name = dict(zip(short, scores))
     values = {f"auc_{s}": aucs[name[s]]["auroc"] for s in short}
     values["auc_se_bar"] = max(a["se"] for a in aucs.values())
     values["one_word_questions"] = sum(len(set(a)) == 1 for a in texts)
     for k, (a, b) in AUROC_PAIRS.items():
-        r = auroc_difference(scores[name[a]], scores[name[b]], correct, seed=seed, level=level)
+        r = auroc_difference(scores[name[a]], scores[name[b]], correct, bootstrap=paired_draws,
+                             seed=seed, level=level)
         values.update({f"dauc_{k}": r["difference"], f"dauc_{k}_lo": r["low"],
                        f"dauc_{k}_hi": r["high"]})
     return AurocComparison(**values, scores=scores, aurocs=aucs)
@@ -285,9 +290,13 @@ class ArithmeticComparison:
     curves: dict = field(repr=False)
 
 
-def arithmetic_comparison(splits: dict, temperatures) -> ArithmeticComparison:
+def arithmetic_comparison(splits: dict, temperatures, *,
+                          meet_below: float | None = None) -> ArithmeticComparison:
     """Both arithmetics on each split of ``splits`` (``{name: (answers, targets)}``, the
-    development split first, then the test split)."""
+    development split first, then the test split). With ``meet_below``, the authors'-way
+    continuous fit on the development split must have risk minus average entropy below it in
+    absolute value (where the floor does not bind, the exponential-family identity makes them
+    equal at an interior minimum), or a ValueError says by how much it is not."""
     ag = AUTHORS_GRID
     fits, curves = {}, {}
     for s, (a_, y_) in splits.items():
@@ -297,6 +306,10 @@ def arithmetic_comparison(splits: dict, temperatures) -> ArithmeticComparison:
                                                         grid="continuous")
             curves[s, ar] = risk_curve(a_, y_, temperatures, arithmetic=ar)
     dv, te = splits
+    fa = fits[dv, "authors", "c"]
+    if meet_below is not None and not abs(fa["risk"] - fa["entropy"]) < meet_below:
+        raise ValueError(f"the authors'-way fit on {dv!r}: risk - entropy = "
+                         f"{fa['risk'] - fa['entropy']:.3g}, not below {meet_below:g}")
     eps3 = {s: fit_spectral_temperature(a_, y_, eps=1e-3, arithmetic="authors")
             for s, (a_, y_) in splits.items()}  # the same decompositions, another floor
     return ArithmeticComparison(
@@ -338,12 +351,18 @@ class NullSpaceComparison:
     shares: dict = field(repr=False)
 
 
-def null_space_comparison(answers, targets) -> NullSpaceComparison:
-    """:func:`fit_spectral_temperature` and :func:`null_share` under each variation."""
+def null_space_comparison(answers, targets, *,
+                          float64_below: float | None = None) -> NullSpaceComparison:
+    """:func:`fit_spectral_temperature` and :func:`null_share` under each variation. With
+    ``float64_below``, the mean share of ``"float64-abs"`` at T = 2 must lie below it, or a
+    ValueError says it does not."""
     fits = {ar: fit_spectral_temperature(answers, targets, arithmetic=ar)["temperature"]
             for ar in HALVES}
     null = {(ar, t): null_share(answers, t, arithmetic=ar).mean() for t in (2.0, 5.0)
             for ar in ("authors",) + HALVES}
+    if float64_below is not None and not null["float64-abs", 2.0] < float64_below:
+        raise ValueError(f"the float64 null-space share at T = 2 is {null['float64-abs', 2.0]:.3g}"
+                         f", not below {float64_below:g}")
     return NullSpaceComparison(
         t_f64abs=fits["float64-abs"], t_f32clip=fits["float32-clip"],
         t_f64clip=fits["float64-clip"], null_auth_2=null["authors", 2.0],
@@ -607,7 +626,7 @@ class SamplingTemperatureSearch:
     equal-width bins, questions whose answers all agree left out), with the range of the
     central ``level`` interval of the choice over bootstrap resamples of the questions; the
     ECE at the choice, at the top of the grid and at the grid point nearest 0.5; the right
-    answers; and the grid's ends. ``ece`` is the ECE at each grid temperature."""
+    answers; and the grid's size and ends. ``ece`` is the ECE at each grid temperature."""
 
     t_star: float
     t_star_lo: float
@@ -616,6 +635,7 @@ class SamplingTemperatureSearch:
     lamb_ece_3: float
     lamb_ece_05: float
     lamb_n_ok: int
+    lamb_n: int
     lamb_lo: float
     lamb_hi: float
     ece: np.ndarray = field(repr=False)
@@ -646,7 +666,7 @@ def sampling_temperature_search(answers_by_temperature, correct, grid, *, seed: 
         t_star_hi=np.quantile(boot, 1 - q, method="inverted_cdf"),
         lamb_ece_min=curve.min(), lamb_ece_3=curve[-1],
         lamb_ece_05=curve[np.argmin(np.abs(grid - 0.5))], lamb_n_ok=int(ok.sum()),
-        lamb_lo=grid[0], lamb_hi=grid[-1], ece=curve)
+        lamb_n=len(grid), lamb_lo=grid[0], lamb_hi=grid[-1], ece=curve)
 
 
 @dataclass(frozen=True)
@@ -680,3 +700,85 @@ def sampling_baseline_gaps(answers, targets, resampled, resampled_targets, tempe
     return SamplingBaselineGaps(
         ece_sub_05=e_0, ece_sub_tstar=e_b, ece_sub_ts=e_ts, lamb_up_lo=up.min(),
         lamb_up_hi=up.max(), ts_down_lo=down.min(), ts_down_hi=down.max())
+
+
+@dataclass(frozen=True)
+class FloorRefit:
+    """The exact fit with another floor ``eps`` (the exercise's :math:`10^{-3}`): the fitted
+    temperature (``t_fit_eps3``) and risk minus average entropy there (``gap_eps3``). ``fit``
+    is :func:`fit_spectral_temperature`'s dict."""
+
+    t_fit_eps3: float
+    gap_eps3: float
+    fit: dict = field(repr=False)
+
+
+def floor_refit(answers, targets, *, eps: float = 1e-3) -> FloorRefit:
+    """:func:`fit_spectral_temperature` with the floor ``eps``, in exact arithmetic."""
+    f = fit_spectral_temperature(answers, targets, eps=eps)
+    return FloorRefit(t_fit_eps3=f["temperature"], gap_eps3=f["risk"] - f["entropy"], fit=f)
+
+
+#: The clusters per bin that :func:`cluster_counts` compares (its fields' suffixes).
+CLUSTER_COUNTS = (2, 20)
+
+
+@dataclass(frozen=True)
+class ClusterCounts:
+    """The clustered diagram at two cluster counts per bin, :data:`CLUSTER_COUNTS`: its gap
+    (``ece_c*``), the bins whose target exceeds the prediction (``under_c*``), the mean of
+    target minus prediction over the bins (``mean_gap_c*``), and that difference in the top
+    bin at the larger count (``top_gap_c20``). ``ece`` maps each count to the gap, ``gaps``
+    each count to target minus prediction per bin."""
+
+    ece_c2: float
+    ece_c20: float
+    under_c2: int
+    under_c20: int
+    mean_gap_c2: float
+    mean_gap_c20: float
+    top_gap_c20: float
+    ece: dict = field(repr=False)
+    gaps: dict = field(repr=False)
+
+
+def cluster_counts(answers, targets, temperature: float = 1.0) -> ClusterCounts:
+    """:func:`reliability` at ``temperature`` with each count of :data:`CLUSTER_COUNTS`."""
+    rel = {c: reliability(answers, targets, temperature, clusters=c) for c in CLUSTER_COUNTS}
+    ece = {c: r["ece"] for c, r in rel.items()}
+    gaps = {c: r["target"] - r["predicted"] for c, r in rel.items()}
+    under = {c: int(np.sum(g > 0)) for c, g in gaps.items()}  # bins with target above
+    mean_gap = {c: g.mean() for c, g in gaps.items()}
+    few, many = CLUSTER_COUNTS
+    return ClusterCounts(
+        ece_c2=ece[few], ece_c20=ece[many], under_c2=under[few], under_c20=under[many],
+        mean_gap_c2=mean_gap[few], mean_gap_c20=mean_gap[many], top_gap_c20=gaps[many][-1],
+        ece=ece, gaps=gaps)
+
+
+@dataclass(frozen=True)
+class EntropyRiskIdentity:
+    """Both sides of :math:`R - \\bar H = \\beta R'(\\beta)` under the authors' arithmetic at
+    one temperature: risk minus average entropy (``identity_lhs``) and :math:`\\beta` times a
+    central difference of the risk in :math:`\\beta = 1/T` (``identity_rhs``)."""
+
+    identity_lhs: float
+    identity_rhs: float
+
+
+def entropy_risk_identity(answers, targets, temperature: float = 2.0, *, step: float = 1e-4,
+                          tolerance: float | None = None) -> EntropyRiskIdentity:
+    """Both sides at ``temperature``, the derivative a central difference of half-width
+    ``step`` in :math:`\\beta`. With ``tolerance``, the sides must differ by less than it, or a
+    ValueError says by how much they do."""
+    beta = 1 / temperature
+
+    def r_auth(b):  # the risk at T = 1 / b, the authors' way
+        return risk(answers, targets, 1 / b, arithmetic="authors")
+
+    lhs = r_auth(beta) - entropy(answers, temperature, arithmetic="authors").mean()
+    rhs = beta * (r_auth(beta + step) - r_auth(beta - step)) / (2 * step)
+    if tolerance is not None and not abs(lhs - rhs) < tolerance:
+        raise ValueError(f"risk - entropy = {lhs:.6g} and beta R'(beta) = {rhs:.6g} differ by "
+                         f"{abs(lhs - rhs):.3g}, not less than {tolerance:g}")
+    return EntropyRiskIdentity(identity_lhs=lhs, identity_rhs=rhs)
