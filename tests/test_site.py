@@ -1769,6 +1769,12 @@ def _open_and_run(driver, wait, path: str, markdown: str, n_quotes: int, n_code:
     state = _wait_state(driver, type(wait)(driver, 150),
                         lambda s: s["outputs"][1]["images"] and s["kernel"] == "idle",
                         f"{path}: the first two code cells did not show their outputs")
+    # JupyterLab renders only the cells near the viewport: bring the first one back to read it.
+    first = driver.find_elements(
+        By.CSS_SELECTOR, "#jp-main-dock-panel .jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")[0]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'start'});", first)
+    state = _wait_state(driver, wait, lambda s: s["outputs"][0]["text"],
+                        f"{path}: the first code cell's output is not shown")
     first_out, second_out = state["outputs"][0], state["outputs"][1]
     assert LAB_FIRST_OUTPUT in first_out["text"], f"{path}: first cell printed:\n{first_out['text'][:800]}"
     assert "Error" not in first_out["text"] + second_out["text"], first_out["text"] + second_out["text"]
