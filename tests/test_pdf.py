@@ -82,9 +82,14 @@ def _run(*args: str) -> str:
     return out.stdout
 
 
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
 def norm(text: str) -> str:
-    """Text as compared: NFKC (ligatures apart), one space for any run of white space."""
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text)).strip()
+    """Text as compared: NFKC (ligatures apart), curly quotes as straight ones (Sphinx's smart
+    quotes curl the source's), one space for any run of white space."""
+    text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    return re.sub(r"\s+", " ", text).strip()
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,7 +360,7 @@ def test_a_bookmark_and_a_contents_entry_for_every_page_in_order():
     first_main = ranges[toc_pages()[0]].start
     front = norm(" ".join(book_text()[:first_main]))
     assert "Contents" in front, "no contents page before the first page"
-    contents = "\n".join(book_layout()[:first_main])
+    contents = "\n".join(book_layout()[:first_main]).translate(_QUOTES)
     for docname, pages in ranges.items():
         title, label = source_title(docname), labels[pages.start]
         # A contents line: the title (it may wrap), dot leaders, the page number at the end.
