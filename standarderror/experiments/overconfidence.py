@@ -4,8 +4,8 @@ Each function takes what :mod:`standarderror.experiments.trajectory` measured (a
 ``trajectory`` dict, ``held_out`` predictions, a ``shift_control``) and returns a frozen
 dataclass. Its number fields are what the lecture quotes, under the pin names; arrays and
 dicts it also returns (for a table, a figure or a later cell) are ``repr=False`` fields and
-are not pinned. Every number is computed by the operations the lecture used to run in its own
-cells, in the same order, so the values are those, bit for bit.
+are not pinned. Every number is computed by this package's public functions, in the order the
+lecture's prose describes them.
 """
 
 from __future__ import annotations

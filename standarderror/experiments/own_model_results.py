@@ -6,8 +6,8 @@ fields that are not numbers, so it is not pinned. The measurements themselves ar
 :mod:`standarderror.experiments.measure`'s; these functions read their results (the dicts
 that :func:`~standarderror.experiments.measure.calibration`,
 :func:`~standarderror.experiments.measure.conformal` and
-:func:`~standarderror.experiments.measure.spectral` return) in the order the page used to,
-so every number is the measurement's own, bit for bit.
+:func:`~standarderror.experiments.measure.spectral` return), so every number is the
+measurement's own, bit for bit.
 """
 
 from __future__ import annotations

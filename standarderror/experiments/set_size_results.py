@@ -4,8 +4,8 @@ Each function returns a frozen dataclass. Its number fields are what the page qu
 pins, under the field's name); arrays and dicts it also returns, for a table or a figure, are
 held in fields that are not numbers, so they are not pinned. Each is built from the public
 functions of :mod:`standarderror.uncertainty` and
-:mod:`standarderror.experiments.multiple_choice` in the order the page used to call them, so
-its numbers are those functions' numbers, bit for bit.
+:mod:`standarderror.experiments.multiple_choice`, so its numbers are those functions' numbers,
+bit for bit.
 
 ``fam`` is :func:`~standarderror.experiments.multiple_choice.family`'s dict, ``res`` is
 :func:`~standarderror.experiments.multiple_choice.analysis` of it and ``demo`` is

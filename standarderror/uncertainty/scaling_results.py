@@ -7,8 +7,7 @@ Each function takes arrays (predictions, labels, windows) or the dicts this pack
 functions return, never a model, and returns a frozen dataclass. Its number fields are what the
 lecture quotes, under the pin names; arrays and dicts it also returns are ``repr=False`` fields
 holding no bare number, so ``pin(result)`` pins exactly the quoted fields. Every number is
-computed by the operations the lecture used to run in its own cells, in the same order, so the
-values are those, bit for bit.
+computed by this package's public functions, in the order the lecture's prose describes them.
 """
 
 from __future__ import annotations
